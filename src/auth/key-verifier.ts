@@ -1,0 +1,76 @@
+import type { Sql } from '../db/client.js';
+import { hashKey, isWellFormedKey } from './api-key.js';
+import { findKeyByHash, recordKeyUse, type KeyRecord } from './key-store.js';
+
+export interface Caller {
+  teamId: string;
+  keyId: string;
+}
+
+interface CacheEntry {
+  record: KeyRecord | undefined;
+  fetchedAt: number;
+}
+
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Verifies API keys. A key's record is kept in memory for at most `ttlMs`
+ * (under a second), so a revocation made on any instance is seen by all
+ * within that time, while a busy key costs one lookup per `ttlMs` instead of
+ * one per request. Expiry is checked against the clock on every request.
+ */
+export class KeyVerifier {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly inflight = new Map<string, Promise<KeyRecord | undefined>>();
+  private readonly uses = new Map<string, Date>();
+  lookups = 0;
+
+  constructor(private readonly sql: Sql, private readonly ttlMs: number) {}
+
+  async verify(presented: string | undefined): Promise<Caller | undefined> {
+    if (presented === undefined || !isWellFormedKey(presented)) return undefined;
+    const hash = hashKey(presented);
+    const record = await this.lookup(hash);
+    const now = Date.now();
+    if (!record || record.revokedAt || (record.expiresAt && record.expiresAt.getTime() <= now)) return undefined;
+    this.uses.set(record.keyId, new Date(now));
+    return { teamId: record.teamId, keyId: record.keyId };
+  }
+
+  private async lookup(hash: Buffer): Promise<KeyRecord | undefined> {
+    const id = hash.toString('base64');
+    const hit = this.cache.get(id);
+    if (hit && Date.now() - hit.fetchedAt < this.ttlMs) return hit.record;
+    let pending = this.inflight.get(id);
+    if (!pending) {
+      const fetchedAt = Date.now();
+      this.lookups++;
+      pending = findKeyByHash(this.sql, hash)
+        .then((record) => {
+          this.remember(id, { record, fetchedAt });
+          return record;
+        })
+        .finally(() => this.inflight.delete(id));
+      this.inflight.set(id, pending);
+    }
+    return pending;
+  }
+
+  private remember(id: string, entry: CacheEntry): void {
+    this.cache.delete(id);
+    if (this.cache.size >= MAX_ENTRIES) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+    this.cache.set(id, entry);
+  }
+
+  /** Writes the last-used times gathered since the previous flush. */
+  async flushUses(): Promise<void> {
+    if (this.uses.size === 0) return;
+    const batch = new Map(this.uses);
+    this.uses.clear();
+    await recordKeyUse(this.sql, batch);
+  }
+}

@@ -1,0 +1,227 @@
+#!/usr/bin/env node
+import fs from 'node:fs';
+import readline from 'node:readline';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig } from '../config.js';
+import { openDatabase, type Database } from '../db/database.js';
+import { issueKey } from '../auth/issue-key.js';
+import { expireOtherKeys, listKeys, revokeKey } from '../auth/key-store.js';
+import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
+import { ImportError, importUsers, type ImportProgress } from '../users/import.js';
+import { exportUsers } from '../users/export.js';
+import { parseDuration } from './duration.js';
+import { renderTable } from './table.js';
+
+class UsageError extends Error {}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+interface Command {
+  usage: string;
+  summary: string;
+  options: Options;
+  positionals: number;
+  run(db: Database, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+}
+
+const out = (line: string) => process.stdout.write(line + '\n');
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function uuidArg(name: string, value: unknown): string {
+  if (typeof value !== 'string' || value === '') throw new UsageError(`${name} is required`);
+  if (!UUID.test(value)) throw new UsageError(`${name} must be a UUID, got "${value}"`);
+  return value.toLowerCase();
+}
+
+async function existingTeam(db: Database, value: unknown): Promise<string> {
+  const teamId = uuidArg('--team', value);
+  if (!(await teamExists(db.sql, teamId))) throw new UsageError(`no team ${teamId}`);
+  return teamId;
+}
+
+const when = (d: Date | null) => (d ? d.toISOString() : '-');
+
+const COMMANDS: Record<string, Command> = {
+  'teams create': {
+    usage: 'teams create [--name NAME]', summary: 'create a team; prints its id',
+    options: { name: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      out(await createTeam(db.sql, (v.name as string | undefined) ?? 'Unnamed team'));
+    },
+  },
+  'teams list': {
+    usage: 'teams list', summary: 'list teams with their user counts',
+    options: {}, positionals: 0,
+    async run(db) {
+      const teams = await listTeams(db.sql);
+      out(renderTable(['team_id', 'name', 'users', 'created'], teams.map((t) => [t.team_id, t.name, String(t.user_count), when(t.created_at)])));
+    },
+  },
+  'keys create': {
+    usage: 'keys create --team TEAM_ID [--name NAME] [--expires-in 90d]',
+    summary: 'issue an API key; it is printed once, alone on the last line',
+    options: { team: { type: 'string' }, name: { type: 'string' }, 'expires-in': { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const teamId = await existingTeam(db, v.team);
+      const ttl = v['expires-in'] === undefined ? undefined : parseDuration(v['expires-in'] as string);
+      if (ttl === null) throw new UsageError(`--expires-in must look like 30m, 24h or 90d, got "${v['expires-in']}"`);
+      const issued = await issueKey(db.sql, teamId, (v.name as string | undefined) ?? 'default', ttl ? new Date(Date.now() + ttl) : null);
+      process.stderr.write(`key ${issued.keyId} (${issued.displayPrefix}…) for team ${teamId}, expires ${when(issued.expiresAt)}; it will not be shown again\n`);
+      out(issued.key);
+    },
+  },
+  'keys list': {
+    usage: 'keys list --team TEAM_ID', summary: "list a team's keys (never the keys themselves)",
+    options: { team: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const keys = await listKeys(db.sql, await existingTeam(db, v.team));
+      out(renderTable(['key_id', 'name', 'prefix', 'created', 'last_used', 'expires', 'revoked'],
+        keys.map((k) => [k.key_id, k.name, k.display_prefix, when(k.created_at), when(k.last_used_at), when(k.expires_at), when(k.revoked_at)])));
+    },
+  },
+  'keys revoke': {
+    usage: 'keys revoke KEY_ID', summary: 'revoke a key (refused everywhere within a second)',
+    options: {}, positionals: 1,
+    async run(db, _v, [keyId]) {
+      if (!(await revokeKey(db.sql, uuidArg('KEY_ID', keyId)))) throw new UsageError(`no key ${keyId}`);
+      out(`revoked ${keyId}`);
+    },
+  },
+  'keys rotate': {
+    usage: 'keys rotate --team TEAM_ID [--grace 24h] [--name NAME]',
+    summary: "issue a new key; the team's other keys expire after the grace period",
+    options: { team: { type: 'string' }, grace: { type: 'string' }, name: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const teamId = await existingTeam(db, v.team);
+      const grace = parseDuration((v.grace as string | undefined) ?? '24h');
+      if (grace === null) throw new UsageError(`--grace must look like 0s, 30m, 24h or 7d, got "${v.grace}"`);
+      const issued = await issueKey(db.sql, teamId, (v.name as string | undefined) ?? 'rotated');
+      const until = new Date(Date.now() + grace);
+      const expiring = await expireOtherKeys(db.sql, teamId, issued.keyId, until);
+      process.stderr.write(`key ${issued.keyId} issued; ${expiring} older key(s) expire at ${until.toISOString()}\n`);
+      out(issued.key);
+    },
+  },
+  import: {
+    usage: 'import FILE|-', summary: 'import JSON Lines of users (all or nothing; re-importing changes nothing)',
+    options: {}, positionals: 1,
+    async run(db, _v, [file]) {
+      const fromStdin = file === '-';
+      if (!fromStdin && !fs.existsSync(file!)) throw new UsageError(`no such file: ${file}`);
+      const input = fromStdin ? process.stdin : fs.createReadStream(file!);
+      const size = fromStdin ? undefined : fs.statSync(file!).size;
+      const lines = readline.createInterface({ input, crlfDelay: Infinity });
+      const started = Date.now();
+      const show = process.stderr.isTTY ? progressPrinter(started, size) : undefined;
+      try {
+        const s = await importUsers(db.sql, lines, show);
+        if (show) process.stderr.write('\n');
+        const secs = (Date.now() - started) / 1000;
+        out(`imported ${s.lines} lines in ${secs.toFixed(1)} s (${Math.round(s.lines / Math.max(secs, 0.001))}/s): ${s.inserted} users added, ${s.updated} updated, ${s.sourceLinksChanged} connected sources changed, ${s.teams} new teams`);
+      } catch (err) {
+        if (show) process.stderr.write('\n');
+        if (err instanceof ImportError) {
+          process.stderr.write(`hds import: ${err.message}; nothing was imported\n`);
+          process.exitCode = 1;
+          return;
+        }
+        throw err;
+      }
+    },
+  },
+  export: {
+    usage: 'export --team TEAM_ID', summary: "write the team's users as JSON Lines to standard output",
+    options: { team: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const teamId = await existingTeam(db, v.team);
+      await pipeline(Readable.from(exportUsers(db.sql, teamId)), process.stdout, { end: false });
+    },
+  },
+  migrate: {
+    usage: 'migrate', summary: 'apply pending database migrations',
+    options: {}, positionals: 0,
+    // openDatabase has already applied them.
+    async run() { out('migrations are current'); },
+  },
+};
+
+function progressPrinter(started: number, size: number | undefined) {
+  let last = 0;
+  return (p: ImportProgress) => {
+    const now = Date.now();
+    if (now - last < 200) return;
+    last = now;
+    const secs = Math.max((now - started) / 1000, 0.001);
+    const rate = Math.round(p.lines / secs);
+    const left = size && p.bytes > 0 ? `, ${Math.max(0, Math.round((secs * (size - p.bytes)) / p.bytes))} s left` : '';
+    process.stderr.write(`\r${p.lines.toLocaleString('en')} lines, ${rate.toLocaleString('en')}/s${left}    `);
+  };
+}
+
+function help(): string {
+  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
+  return [
+    'usage: hds <command> [options]   (npm run hds -- <command>)',
+    '',
+    ...Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`),
+    '',
+    'Uses DATABASE_URL, or the embedded PostgreSQL in DATA_DIR (default ./.data), like the server.',
+    'Every command takes --help.',
+  ].join('\n');
+}
+
+async function main(argv: string[]): Promise<number> {
+  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+    out(help());
+    return argv.length === 0 ? 2 : 0;
+  }
+  const name = COMMANDS[`${argv[0]} ${argv[1]}`] ? `${argv[0]} ${argv[1]}` : argv[0]!;
+  const command = COMMANDS[name];
+  if (!command) throw new UsageError(`unknown command "${argv.slice(0, 2).join(' ')}"; see hds --help`);
+  const rest = argv.slice(name.split(' ').length);
+  let parsed;
+  try {
+    parsed = parseArgs({ args: rest, options: { ...command.options, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message.split('\n')[0]}; usage: hds ${command.usage}`);
+  }
+  if (parsed.values.help) {
+    out(`usage: hds ${command.usage}\n\n${command.summary}`);
+    return 0;
+  }
+  if (parsed.positionals.length !== command.positionals) {
+    throw new UsageError(`expected ${command.positionals || 'no'} argument${command.positionals === 1 ? '' : 's'}; usage: hds ${command.usage}`);
+  }
+  const config = loadConfig();
+  const db = await openDatabase(config, (msg) => process.stderr.write(`hds: ${msg}\n`), 'hds-cli');
+  try {
+    await command.run(db, parsed.values, parsed.positionals);
+  } finally {
+    await db.close();
+  }
+  return process.exitCode === undefined ? 0 : Number(process.exitCode);
+}
+
+// process.exit() may drop what a pipe has not taken yet: wait for stdout first.
+const flushStdout = () => new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+
+main(process.argv.slice(2)).then(
+  async (code) => {
+    await flushStdout();
+    process.exit(code);
+  },
+  (err) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`hds: ${err.message}\n`);
+      process.exit(2);
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`hds: ${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`hds: ${(err as Error).message ?? err}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,32 @@
+import postgres from 'postgres';
+
+export type Sql = postgres.Sql;
+export type Tx = postgres.TransactionSql;
+/** A pool or an open transaction: anything a query can run on. */
+export type Queryable = Sql | Tx;
+
+export interface SqlOptions {
+  max?: number;
+  statementTimeoutMs?: number;
+  connectTimeoutS?: number;
+  applicationName?: string;
+}
+
+/**
+ * A connection pool. Every session runs in UTC so that PostgreSQL writes
+ * date-times with the `+00:00` offset the contract asks for.
+ */
+export function connect(url: string, options: SqlOptions = {}): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    connect_timeout: options.connectTimeoutS ?? 5,
+    idle_timeout: 60,
+    max_lifetime: 60 * 30,
+    onnotice: () => {},
+    connection: {
+      TimeZone: 'UTC',
+      application_name: options.applicationName ?? 'hds',
+      ...(options.statementTimeoutMs ? { statement_timeout: options.statementTimeoutMs } : {}),
+    },
+  });
+}

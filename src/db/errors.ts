@@ -1,0 +1,23 @@
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND',
+  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+]);
+
+/**
+ * True when the database could not be reached or could not answer in time:
+ * the request is worth retrying, and the right answer is 503, not 500.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  return CONNECTION_CODES.has(code)
+    || code.startsWith('08') // connection exception
+    || code === '57P01' || code === '57P02' || code === '57P03' // shutting down / starting up
+    || code === '53300' // too many connections
+    || code === '57014' // statement timeout / cancelled
+    || code === '25006'; // read-only transaction (a primary that became a standby)
+}
+
+export const isUniqueViolation = (err: unknown, constraint?: string): boolean =>
+  (err as { code?: string })?.code === '23505'
+  && (constraint === undefined || (err as { constraint_name?: string }).constraint_name === constraint);

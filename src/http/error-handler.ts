@@ -1,0 +1,44 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, internal, invalid, pathNotFound, payloadTooLarge, unavailable } from '../errors.js';
+import { isDatabaseUnavailable } from '../db/errors.js';
+import { toValidationItems } from './validation.js';
+
+/** Maps anything thrown to the contract's wire format; the one place that does. */
+export function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err.validation) return invalid(toValidationItems(err.validationContext ?? 'body', err.validation));
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return payloadTooLarge();
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return invalid([{ type: 'content_type', loc: ['header', 'content-type'], msg: 'Request body must be JSON (Content-Type: application/json)', input: request.headers['content-type'] ?? null }]);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return invalid([{ type: 'missing', loc: ['body'], msg: 'Field required', input: null }]);
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return invalid([{ type: 'json_invalid', loc: ['body'], msg: 'JSON decode error', input: null }]);
+  }
+  if (err instanceof SyntaxError && err.statusCode === 400) {
+    return invalid([{ type: 'json_invalid', loc: ['body'], msg: `JSON decode error: ${err.message}`, input: null }]);
+  }
+  if (isDatabaseUnavailable(err)) return unavailable();
+  // Other client errors raised by Fastify itself (malformed headers and the like).
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return new ApiError(err.statusCode, err.message);
+  return internal();
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply.code(error.statusCode).headers(error.headers).send({ detail: error.detail });
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const error = toApiError(err, request);
+    if (error.statusCode >= 500) {
+      if (error.statusCode === 503) request.log.warn({ err: { code: err.code, message: err.message } }, 'database unavailable');
+      else request.log.error({ err }, 'unhandled error');
+    }
+    return sendError(reply, error);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, pathNotFound()));
+}

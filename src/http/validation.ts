@@ -1,0 +1,51 @@
+import type { FastifySchemaValidationError } from 'fastify';
+import type { ValidationItem } from '../errors.js';
+
+const LOCATION: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
+
+/** Ajv (verbose) errors to FastAPI/pydantic-style items: type, loc, msg, input. */
+export function toValidationItems(context: string, errors: FastifySchemaValidationError[]): ValidationItem[] {
+  const where = LOCATION[context] ?? context;
+  return errors.map((e) => {
+    const err = e as FastifySchemaValidationError & { data?: unknown; parentSchema?: { description?: string } };
+    const path = err.instancePath.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const params = err.params as Record<string, unknown>;
+    const loc = [where, ...path];
+    const input = err.data;
+    switch (err.keyword) {
+      case 'required':
+        return { type: 'missing', loc: [...loc, String(params.missingProperty)], msg: 'Field required', input };
+      case 'additionalProperties':
+        return { type: 'extra_forbidden', loc: [...loc, String(params.additionalProperty)], msg: 'Extra inputs are not permitted', input: (input as Record<string, unknown>)?.[String(params.additionalProperty)] };
+      case 'type':
+        return params.type === 'integer'
+          ? { type: 'int_parsing', loc, msg: 'Input should be a valid integer', input }
+          : { type: `${params.type}_type`, loc, msg: `Input should be a valid ${params.type}`, input };
+      case 'minimum':
+        return { type: 'greater_than_equal', loc, msg: `Input should be greater than or equal to ${params.limit}`, input };
+      case 'maximum':
+        return { type: 'less_than_equal', loc, msg: `Input should be less than or equal to ${params.limit}`, input };
+      case 'minLength':
+        return { type: 'string_too_short', loc, msg: `String should have at least ${params.limit} character${params.limit === 1 ? '' : 's'}`, input };
+      case 'maxLength':
+        return { type: 'string_too_long', loc, msg: `String should have at most ${params.limit} characters`, input };
+      case 'format':
+        return formatItem(String(params.format), loc, input);
+      default:
+        return { type: 'value_error', loc, msg: err.message ?? 'Invalid value', input };
+    }
+  });
+}
+
+const FORMAT_MESSAGES: Record<string, [string, string]> = {
+  uuid: ['uuid_parsing', 'Input should be a valid UUID'],
+  date: ['date_from_datetime_parsing', 'Input should be a valid date in the format YYYY-MM-DD'],
+  'past-date': ['date_past', 'Input should be a valid date in the format YYYY-MM-DD, not in the future'],
+  'time-zone': ['value_error', 'Input should be a valid IANA time zone identifier such as Europe/London'],
+  'client-user-id': ['value_error', 'Input should be an identifier without control characters, not an e-mail address or phone number'],
+};
+
+function formatItem(format: string, loc: string[], input: unknown): ValidationItem {
+  const [type, msg] = FORMAT_MESSAGES[format] ?? ['value_error', `Input should match format ${format}`];
+  return { type, loc, msg, input };
+}

@@ -1,0 +1,77 @@
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { openDatabase } from './db/database.js';
+import { isEmpty, seedDemo } from './demo-seed.js';
+
+/**
+ * The process: configuration, database, listen, and an orderly shutdown.
+ * Shutdown phases: stop accepting, let requests in flight finish (bounded by
+ * SHUTDOWN_GRACE_MS), flush key last-used times, close pools, stop the
+ * embedded PostgreSQL.
+ */
+async function startServer(config: Config) {
+  const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
+  const db = await openDatabase(config, say, 'hds-server');
+
+  let demo: { teamId: string; key: string } | undefined;
+  if (db.embedded && config.demoSeed && (await isEmpty(db.sql))) demo = await seedDemo(db.sql);
+
+  const app = await buildApp({ config, sql: db.sql, readSql: db.replicas[0] });
+  app.server.headersTimeout = config.headersTimeoutMs;
+  const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
+  flushTimer.unref();
+
+  await app.listen({ port: config.port, host: config.host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  if (demo) {
+    say(`first start: created a demo team ${demo.teamId} with users and an API key. Try:`);
+    process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' http://127.0.0.1:${port}/v2/user/?limit=5\n`);
+  }
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = (signal: string) => {
+    stopping ??= (async () => {
+      say(`${signal}: shutting down (grace ${config.shutdownGraceMs} ms)`);
+      const force = setTimeout(() => {
+        say('grace period over: closing remaining connections');
+        app.server.closeAllConnections();
+      }, config.shutdownGraceMs);
+      force.unref();
+      try {
+        await app.close();
+        clearInterval(flushTimer);
+        await app.verifier.flushUses().catch(() => {});
+      } finally {
+        clearTimeout(force);
+        await db.close();
+      }
+    })();
+    return stopping;
+  };
+  return { app, port, db, shutdown };
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`hds: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const server = await startServer(config);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      server.shutdown(signal).then(() => process.exit(0), (err) => {
+        process.stderr.write(`hds: shutdown failed: ${err}\n`);
+        process.exit(1);
+      });
+    });
+  }
+}
+
+await main();

@@ -1,0 +1,289 @@
+import { Ajv } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Writable } from 'node:stream';
+import { Type, type Static } from '@sinclair/typebox';
+import type { Sql, Tx } from '../db/client.js';
+import { isClientUserId, isPastDate, isTimeZone } from './rules.js';
+
+const SourceIn = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  slug: Type.String({ minLength: 1, maxLength: 100, pattern: '^[a-z0-9_]+$' }),
+  logo: Type.String({ maxLength: 2000 }),
+}, { additionalProperties: false });
+const DateTime = Type.String({ format: 'date-time' });
+const DateOnly = Type.String({ format: 'date' });
+const Setter = Type.String({ minLength: 1, maxLength: 100 });
+
+/** One line of an import file: the API's User object (`provider`, the deprecated copy of `source`, may be present). */
+const ImportLine = Type.Object({
+  user_id: Type.String({ format: 'uuid' }),
+  team_id: Type.String({ format: 'uuid' }),
+  client_user_id: Type.String({ minLength: 1, maxLength: 255, format: 'client-user-id' }),
+  created_on: DateTime,
+  connected_sources: Type.Array(Type.Object({
+    created_on: DateTime,
+    source: SourceIn,
+    provider: Type.Optional(SourceIn),
+  }, { additionalProperties: false }), { maxItems: 100 }),
+  fallback_time_zone: Type.Union([Type.Null(), Type.Object({ id: Type.String({ format: 'time-zone' }), source_slug: Setter, updated_at: DateTime }, { additionalProperties: false })]),
+  fallback_birth_date: Type.Optional(Type.Union([Type.Null(), Type.Object({ value: Type.String({ format: 'past-date' }), source_slug: Setter, updated_at: DateTime }, { additionalProperties: false })])),
+  ingestion_start: Type.Optional(Type.Union([Type.Null(), DateOnly])),
+  ingestion_end: Type.Optional(Type.Union([Type.Null(), DateOnly])),
+}, { additionalProperties: false });
+type ImportLine = Static<typeof ImportLine>;
+
+const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
+const ajv = addFormats(new Ajv({ allErrors: false, strict: false }), ['uuid', 'date', 'date-time']);
+ajv.addFormat('time-zone', isTimeZone);
+ajv.addFormat('past-date', isPastDate);
+ajv.addFormat('client-user-id', isClientUserId);
+const validateLine = ajv.compile<ImportLine>(ImportLine);
+
+export class ImportError extends Error {
+  constructor(readonly line: number, readonly reason: string) {
+    super(`line ${line}: ${reason}`);
+  }
+}
+
+export interface ImportProgress {
+  lines: number;
+  bytes: number;
+}
+
+export interface ImportSummary {
+  lines: number;
+  teams: number;
+  /** Users that were not there before. */
+  inserted: number;
+  /** Existing users whose own stored values changed. */
+  updated: number;
+  /** Connected-source rows added, changed or removed. */
+  sourceLinksChanged: number;
+}
+
+/** Checks one line and returns the tab-separated COPY row for the staging table. */
+export function stageLine(text: string, lineNo: number): string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new ImportError(lineNo, `not valid JSON (${(err as Error).message})`);
+  }
+  if (!validateLine(value)) {
+    const e = validateLine.errors?.[0];
+    const where = e?.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'the object';
+    const what = e?.keyword === 'additionalProperties' ? `unknown field "${(e.params as { additionalProperty: string }).additionalProperty}"` : e?.message;
+    throw new ImportError(lineNo, `${where}: ${what}`);
+  }
+  const u = value;
+  const slugs = new Set<string>();
+  for (const cs of u.connected_sources) {
+    if (slugs.has(cs.source.slug)) throw new ImportError(lineNo, `connected_sources: source "${cs.source.slug}" appears twice`);
+    slugs.add(cs.source.slug);
+  }
+  if (u.ingestion_start && u.ingestion_end && u.ingestion_start > u.ingestion_end) {
+    throw new ImportError(lineNo, 'ingestion_start is after ingestion_end');
+  }
+  const tz = u.fallback_time_zone;
+  const bd = u.fallback_birth_date ?? null;
+  const sources = JSON.stringify(u.connected_sources.map((cs) => [cs.source.slug, cs.source.name, cs.source.logo, cs.created_on]));
+  return [
+    String(lineNo), u.user_id, u.team_id, copyField(u.client_user_id), u.created_on,
+    copyField(tz?.id ?? null), copyField(tz?.source_slug ?? null), copyField(tz?.updated_at ?? null),
+    copyField(bd?.value ?? null), copyField(bd?.source_slug ?? null), copyField(bd?.updated_at ?? null),
+    copyField(u.ingestion_start ?? null), copyField(u.ingestion_end ?? null), copyField(sources),
+  ].join('\t') + '\n';
+}
+
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const COPY_ESCAPES: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+
+/** A value in PostgreSQL's COPY text format. */
+function copyField(v: string | null): string {
+  if (v === null) return '\\N';
+  return COPY_SPECIAL.test(v) ? v.replace(/[\\\t\n\r]/g, (c) => COPY_ESCAPES[c]!) : v;
+}
+
+function write(stream: Writable, chunk: string): Promise<void> | undefined {
+  if (stream.write(chunk)) return undefined;
+  return new Promise((resolve, reject) => {
+    const onDrain = () => { stream.off('error', onError); resolve(); };
+    const onError = (err: Error) => { stream.off('drain', onDrain); reject(err); };
+    stream.once('drain', onDrain);
+    stream.once('error', onError);
+  });
+}
+
+/**
+ * Imports users in one transaction: every line is checked and streamed into a
+ * staging table with COPY (nothing is held in memory), then merged set-wise.
+ * Any bad line aborts the whole import with its line number. Importing the
+ * same data again changes no row.
+ */
+export async function importUsers(
+  sql: Sql,
+  lines: AsyncIterable<string>,
+  onProgress?: (p: ImportProgress) => void,
+): Promise<ImportSummary> {
+  return sql.begin(async (tx) => {
+    await tx`SET LOCAL work_mem = '256MB'`;
+    await tx`
+      CREATE TEMP TABLE import_users (
+        line int NOT NULL, user_id uuid NOT NULL, team_id uuid NOT NULL, client_user_id text NOT NULL,
+        created_on timestamptz NOT NULL,
+        tz text, tz_source text, tz_updated_at timestamptz,
+        bd date, bd_source text, bd_updated_at timestamptz,
+        ingestion_start date, ingestion_end date, sources json NOT NULL
+      ) ON COMMIT DROP`;
+
+    const copy = await tx`COPY import_users FROM STDIN`.writable();
+    const progress: ImportProgress = { lines: 0, bytes: 0 };
+    let lineNo = 0;
+    let batch = '';
+    try {
+      for await (const text of lines) {
+        lineNo++;
+        progress.bytes += Buffer.byteLength(text) + 1;
+        if (text.trim() === '') continue;
+        batch += stageLine(text, lineNo);
+        progress.lines++;
+        if (batch.length > 1 << 16) {
+          await write(copy, batch);
+          batch = '';
+          onProgress?.(progress);
+        }
+      }
+      if (batch) await write(copy, batch);
+    } catch (err) {
+      copy.destroy();
+      throw err;
+    }
+    await new Promise<void>((resolve, reject) => copy.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    onProgress?.(progress);
+    if (progress.lines === 0) return { lines: 0, teams: 0, inserted: 0, updated: 0, sourceLinksChanged: 0 };
+
+    await checkStaged(tx);
+    return merge(tx, progress.lines);
+  });
+}
+
+
+async function failAt(rows: { line: number; reason: string }[]): Promise<void> {
+  const [first] = rows;
+  if (first) throw new ImportError(first.line, first.reason);
+}
+
+/** Problems that involve more than one line, or what is already stored. */
+async function checkStaged(tx: Tx): Promise<void> {
+  await failAt(await tx<{ line: number; reason: string }[]>`
+    SELECT max(line) AS line, 'user_id ' || user_id || ' already appears on line ' || min(line) AS reason
+    FROM import_users GROUP BY user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
+  await failAt(await tx<{ line: number; reason: string }[]>`
+    SELECT max(line) AS line, 'client_user_id ' || to_json(client_user_id)::text || ' already appears in this team on line ' || min(line) AS reason
+    FROM import_users GROUP BY team_id, client_user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
+  await failAt(await tx<{ line: number; reason: string }[]>`
+    SELECT i.line, 'user_id ' || i.user_id || ' belongs to another team' AS reason
+    FROM import_users i JOIN users u ON u.user_id = i.user_id AND u.team_id <> i.team_id
+    ORDER BY i.line LIMIT 1`);
+  await failAt(await tx<{ line: number; reason: string }[]>`
+    SELECT i.line, 'client_user_id ' || to_json(i.client_user_id)::text || ' is already used by user ' || u.user_id || ' of this team' AS reason
+    FROM import_users i
+    JOIN users u ON u.team_id = i.team_id AND u.client_user_id = i.client_user_id AND u.user_id <> i.user_id
+    WHERE NOT EXISTS (SELECT 1 FROM import_users o WHERE o.user_id = u.user_id)
+    ORDER BY i.line LIMIT 1`);
+}
+
+async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
+  const teams = await tx<{ team_id: string }[]>`
+    INSERT INTO teams (team_id, name)
+    SELECT DISTINCT team_id, 'Imported team' FROM import_users
+    ON CONFLICT (team_id) DO NOTHING RETURNING team_id`;
+  // Creates in these teams wait for us: positions are about to be rewritten.
+  const affected = await tx<{ team_id: string }[]>`
+    SELECT team_id FROM teams WHERE team_id IN (SELECT DISTINCT team_id FROM import_users)
+    ORDER BY team_id FOR UPDATE`;
+  const teamIds = affected.map((t) => t.team_id);
+
+  await tx`
+    CREATE TEMP TABLE import_sources ON COMMIT DROP AS
+    SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
+    FROM import_users i, json_array_elements(i.sources) e`;
+  await tx`
+    INSERT INTO sources (slug, name, logo)
+    SELECT DISTINCT ON (slug) slug, name, logo FROM import_sources ORDER BY slug, line DESC
+    ON CONFLICT (slug) DO UPDATE SET name = excluded.name, logo = excluded.logo
+    WHERE (sources.name, sources.logo) IS DISTINCT FROM (excluded.name, excluded.logo)`;
+
+  // The team's list order over stored and incoming users together.
+  await tx`
+    CREATE TEMP TABLE import_ranked ON COMMIT DROP AS
+    SELECT user_id, team_id, row_number() OVER (PARTITION BY team_id ORDER BY created_on, user_id) AS position
+    FROM (
+      SELECT u.user_id, u.team_id, u.created_on FROM users u
+      WHERE u.team_id = ANY(${teamIds}::uuid[])
+        AND NOT EXISTS (SELECT 1 FROM import_users i WHERE i.user_id = u.user_id)
+      UNION ALL
+      SELECT user_id, team_id, created_on FROM import_users
+    ) m`;
+  await tx`CREATE INDEX ON import_ranked (user_id)`;
+  await tx`ANALYZE import_ranked`;
+
+  const [written] = await tx<{ inserted: number; updated: number }[]>`
+    WITH w AS (
+    INSERT INTO users AS u (
+      user_id, team_id, client_user_id, created_on, position,
+      fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
+      fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
+      ingestion_start, ingestion_end)
+    SELECT i.user_id, i.team_id, i.client_user_id, i.created_on, r.position,
+      i.tz, i.tz_source, i.tz_updated_at, i.bd, i.bd_source, i.bd_updated_at, i.ingestion_start, i.ingestion_end
+    FROM import_users i JOIN import_ranked r USING (user_id)
+    ON CONFLICT (user_id) DO UPDATE SET
+      client_user_id = excluded.client_user_id, created_on = excluded.created_on, position = excluded.position,
+      fallback_time_zone = excluded.fallback_time_zone, fallback_time_zone_source = excluded.fallback_time_zone_source,
+      fallback_time_zone_updated_at = excluded.fallback_time_zone_updated_at,
+      fallback_birth_date = excluded.fallback_birth_date, fallback_birth_date_source = excluded.fallback_birth_date_source,
+      fallback_birth_date_updated_at = excluded.fallback_birth_date_updated_at,
+      ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end
+    WHERE (u.client_user_id, u.created_on, u.position, u.fallback_time_zone, u.fallback_time_zone_source,
+           u.fallback_time_zone_updated_at, u.fallback_birth_date, u.fallback_birth_date_source,
+           u.fallback_birth_date_updated_at, u.ingestion_start, u.ingestion_end)
+      IS DISTINCT FROM
+          (excluded.client_user_id, excluded.created_on, excluded.position, excluded.fallback_time_zone,
+           excluded.fallback_time_zone_source, excluded.fallback_time_zone_updated_at, excluded.fallback_birth_date,
+           excluded.fallback_birth_date_source, excluded.fallback_birth_date_updated_at, excluded.ingestion_start,
+           excluded.ingestion_end)
+    RETURNING (xmax = 0) AS inserted)
+    SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM w`;
+  // Stored users that the new arrivals pushed down the list.
+  await tx`
+    UPDATE users u SET position = r.position
+    FROM import_ranked r
+    WHERE u.user_id = r.user_id AND u.position <> r.position`;
+
+  const removed = await tx`
+    DELETE FROM user_sources us
+    USING import_users i
+    WHERE us.user_id = i.user_id
+      AND NOT EXISTS (
+        SELECT 1 FROM import_sources s JOIN sources c ON c.slug = s.slug
+        WHERE s.user_id = us.user_id AND c.source_id = us.source_id)`;
+  const linked = await tx`
+    INSERT INTO user_sources AS us (user_id, source_id, created_on)
+    SELECT s.user_id, c.source_id, s.created_on FROM import_sources s JOIN sources c ON c.slug = s.slug
+    ON CONFLICT (user_id, source_id) DO UPDATE SET created_on = excluded.created_on
+    WHERE us.created_on <> excluded.created_on`;
+
+  await tx`
+    UPDATE teams t SET user_count = c.n
+    FROM (SELECT team_id, count(*) AS n FROM import_ranked GROUP BY team_id) c
+    WHERE t.team_id = c.team_id AND t.user_count <> c.n`;
+
+  return {
+    lines,
+    teams: teams.length,
+    inserted: written?.inserted ?? 0,
+    updated: written?.updated ?? 0,
+    sourceLinksChanged: removed.count + linked.count,
+  };
+}

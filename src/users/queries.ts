@@ -1,0 +1,113 @@
+import type { Queryable, Sql } from '../db/client.js';
+
+/** A user as JSON text, exactly the API's User object (built by the user_documents view). */
+export interface UserDoc {
+  user_id: string;
+  doc: string;
+}
+
+export async function findUserDoc(sql: Sql, teamId: string, userId: string): Promise<UserDoc | undefined> {
+  const [row] = await sql<UserDoc[]>`
+    SELECT user_id, doc FROM user_documents WHERE team_id = ${teamId} AND user_id = ${userId}`;
+  return row;
+}
+
+export async function findUserDocByClientUserId(sql: Sql, teamId: string, clientUserId: string): Promise<UserDoc | undefined> {
+  const [row] = await sql<UserDoc[]>`
+    SELECT user_id, doc FROM user_documents WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`;
+  return row;
+}
+
+export interface UserPage {
+  total: number;
+  /** The page's User objects joined by commas, ready to sit inside `[...]`. */
+  docs: string;
+  userIds: string[];
+}
+
+/**
+ * One page in list order. Positions are dense per team, so the page is the
+ * index range (offset, offset + limit], whatever the offset; `total` is the
+ * team's counter. One round trip, one snapshot: total and page agree.
+ */
+export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number): Promise<UserPage> {
+  const [row] = await sql<{ total: string; docs: string | null; ids: string | null }[]>`
+    SELECT t.user_count AS total, p.docs, p.ids
+    FROM teams t
+    CROSS JOIN LATERAL (
+      SELECT string_agg(d.doc, ',' ORDER BY d.position) AS docs,
+             string_agg(d.user_id::text, ',' ORDER BY d.position) AS ids
+      FROM user_documents d
+      WHERE d.team_id = t.team_id AND d.position > ${offset} AND d.position <= ${offset + limit}
+    ) p
+    WHERE t.team_id = ${teamId}`;
+  if (!row) return { total: 0, docs: '', userIds: [] };
+  return { total: Number(row.total), docs: row.docs ?? '', userIds: row.ids ? row.ids.split(',') : [] };
+}
+
+export interface NewUser {
+  client_user_id: string;
+  fallback_time_zone?: string;
+  fallback_birth_date?: string;
+  ingestion_start?: string;
+  ingestion_end?: string;
+}
+
+export type CreateResult =
+  | { created: true; user_id: string }
+  | { created: false; existing: { user_id: string; created_on: string } };
+
+/**
+ * Creates a user. The team row is locked for the transaction: creates in one
+ * team are serialised, which makes the duplicate check exact (two concurrent
+ * creates of one client_user_id give one user) and lets the new user take the
+ * next position when, as is normal, it sorts last.
+ */
+export async function createUser(sql: Sql, teamId: string, input: NewUser): Promise<CreateResult> {
+  return sql.begin(async (tx) => {
+    const [team] = await tx<{ user_count: string }[]>`
+      SELECT user_count FROM teams WHERE team_id = ${teamId} FOR UPDATE`;
+    if (!team) throw new Error(`team ${teamId} does not exist`);
+    const [existing] = await tx<{ user_id: string; created_on: string }[]>`
+      SELECT user_id, to_json(created_on) #>> '{}' AS created_on
+      FROM users WHERE team_id = ${teamId} AND client_user_id = ${input.client_user_id}`;
+    if (existing) return { created: false, existing };
+
+    const [row] = await tx<{ user_id: string; sorts_last: boolean }[]>`
+      WITH last AS (
+        SELECT created_on, user_id FROM users WHERE team_id = ${teamId} ORDER BY position DESC LIMIT 1
+      ), fresh AS (
+        SELECT gen_random_uuid() AS user_id, clock_timestamp() AS created_on
+      )
+      INSERT INTO users (
+        user_id, team_id, client_user_id, created_on, position,
+        fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
+        fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
+        ingestion_start, ingestion_end)
+      SELECT f.user_id, ${teamId}::uuid, ${input.client_user_id}::text, f.created_on, ${Number(team.user_count) + 1}::bigint,
+        ${input.fallback_time_zone ?? null}::text, ${input.fallback_time_zone ? 'manual' : null}::text,
+        ${input.fallback_time_zone ? sql`f.created_on` : sql`NULL::timestamptz`},
+        ${input.fallback_birth_date ?? null}::date, ${input.fallback_birth_date ? 'manual' : null}::text,
+        ${input.fallback_birth_date ? sql`f.created_on` : sql`NULL::timestamptz`},
+        ${input.ingestion_start ?? null}::date, ${input.ingestion_end ?? null}::date
+      FROM fresh f
+      RETURNING user_id,
+        NOT EXISTS (SELECT 1 FROM last l WHERE (l.created_on, l.user_id) > (users.created_on, users.user_id)) AS sorts_last`;
+    if (!row) throw new Error('insert returned no row');
+    await tx`UPDATE teams SET user_count = user_count + 1 WHERE team_id = ${teamId}`;
+    // Only when the clock went backwards, or an import brought users from the future.
+    if (!row.sorts_last) await renumberTeams(tx, [teamId]);
+    return { created: true, user_id: row.user_id };
+  });
+}
+
+/** Rewrites positions of the given teams to their dense rank in list order; only rows that move are written. */
+export async function renumberTeams(sql: Queryable, teamIds: string[]): Promise<void> {
+  await sql`
+    UPDATE users u SET position = r.rn
+    FROM (
+      SELECT user_id, row_number() OVER (PARTITION BY team_id ORDER BY created_on, user_id) AS rn
+      FROM users WHERE team_id = ANY(${teamIds}::uuid[])
+    ) r
+    WHERE u.user_id = r.user_id AND u.team_id = ANY(${teamIds}::uuid[]) AND u.position <> r.rn`;
+}

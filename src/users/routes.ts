@@ -1,0 +1,140 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { callerOf, requireApiKey, API_KEY_HEADER } from '../auth/authenticate.js';
+import type { KeyVerifier } from '../auth/key-verifier.js';
+import type { Sql } from '../db/client.js';
+import { clientUserIdExists, invalid, methodNotAllowed, userNotFound } from '../errors.js';
+import { createUser, findUserDoc, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
+import {
+  ClientUserIdConflict, ClientUserIdParams, CreatedUser, CreateUserBody, ErrorMessage, ListQuery,
+  UserIdParams, UserList, User, ValidationError,
+} from './schemas.js';
+
+export interface UserRoutesDeps {
+  /** Pool for reads (a replica router when replicas are configured). */
+  read: Sql;
+  /** Pool for writes: the primary. */
+  write: Sql;
+  verifier: KeyVerifier;
+}
+
+const SECURITY = [{ apiKey: [] }];
+const COMMON_ERRORS = {
+  401: Type.Ref(ErrorMessage, { description: 'Missing, malformed, unknown, revoked or expired key' }),
+  422: Type.Ref(ValidationError, { description: 'Invalid path, query or body value' }),
+  429: Type.Ref(ErrorMessage, { description: 'Rate limit exceeded' }),
+  503: Type.Ref(ErrorMessage, { description: 'Database unavailable or shutting down' }),
+};
+const KEY_HEADER = Type.Object({ [API_KEY_HEADER]: Type.Optional(Type.String({ description: 'Team API key' })) });
+
+/** Sends JSON text produced by PostgreSQL as it is: no parse, no re-serialisation. */
+function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(json);
+}
+
+function audit(request: FastifyRequest, userIds: string[]): void {
+  const { teamId, keyId } = callerOf(request);
+  request.log.info({ audit: { team_id: teamId, key_id: keyId, user_ids: userIds } }, 'user records returned');
+}
+
+function sendUser(request: FastifyRequest, reply: FastifyReply, user: UserDoc | undefined): FastifyReply {
+  if (!user) throw userNotFound();
+  audit(request, [user.user_id]);
+  return sendJsonText(reply, user.doc);
+}
+
+export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
+  const api = app.withTypeProvider<TypeBoxTypeProvider>();
+  requireApiKey(app, deps.verifier);
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+  });
+
+  api.get('/v2/user/', {
+    schema: {
+      summary: "List the team's users",
+      description: 'Users of the team that owns the key, ordered by created_on then user_id. The cost of a page does not depend on the offset.',
+      tags: ['user'], operationId: 'listUsers', security: SECURITY, headers: KEY_HEADER,
+      querystring: ListQuery,
+      response: { 200: Type.Ref(UserList), ...COMMON_ERRORS },
+    },
+  }, async (request, reply) => {
+    const { teamId } = callerOf(request);
+    const { offset, limit } = request.query;
+    const page = await findUserPage(deps.read, teamId, offset, limit);
+    if (page.userIds.length > 0) audit(request, page.userIds);
+    return sendJsonText(reply, `{"users":[${page.docs}],"total":${page.total},"offset":${offset},"limit":${limit}}`);
+  });
+
+  api.get('/v2/user/:user_id', {
+    schema: {
+      summary: 'Get one user',
+      tags: ['user'], operationId: 'getUser', security: SECURITY, headers: KEY_HEADER,
+      params: UserIdParams,
+      response: { 200: Type.Ref(User), 404: Type.Ref(ErrorMessage, { description: 'User not found in the caller\'s team' }), ...COMMON_ERRORS },
+    },
+  }, async (request, reply) => {
+    const { teamId } = callerOf(request);
+    const { user_id } = request.params;
+    // A replica may lag behind a create that just happened: confirm a miss on the primary.
+    const user = (await findUserDoc(deps.read, teamId, user_id))
+      ?? (deps.read === deps.write ? undefined : await findUserDoc(deps.write, teamId, user_id));
+    return sendUser(request, reply, user);
+  });
+
+  api.get('/v2/user/resolve/:client_user_id', {
+    schema: {
+      summary: 'Get one user by client_user_id',
+      tags: ['user'], operationId: 'resolveUser', security: SECURITY, headers: KEY_HEADER,
+      params: ClientUserIdParams,
+      response: { 200: Type.Ref(User), 404: Type.Ref(ErrorMessage, { description: 'User not found in the caller\'s team' }), ...COMMON_ERRORS },
+    },
+  }, async (request, reply) => {
+    const { teamId } = callerOf(request);
+    const { client_user_id } = request.params;
+    const user = (await findUserDocByClientUserId(deps.read, teamId, client_user_id))
+      ?? (deps.read === deps.write ? undefined : await findUserDocByClientUserId(deps.write, teamId, client_user_id));
+    return sendUser(request, reply, user);
+  });
+
+  api.post('/v2/user/', {
+    schema: {
+      summary: 'Create a user',
+      tags: ['user'], operationId: 'createUser', security: SECURITY, headers: KEY_HEADER,
+      body: CreateUserBody,
+      response: {
+        200: CreatedUser,
+        400: Type.Ref(ClientUserIdConflict, { description: 'client_user_id already exists in the team' }),
+        413: Type.Ref(ErrorMessage, { description: 'Body larger than 16 KiB' }),
+        ...COMMON_ERRORS,
+      },
+    },
+  }, async (request) => {
+    const { teamId } = callerOf(request);
+    const body = request.body;
+    if (body.ingestion_start && body.ingestion_end && body.ingestion_start > body.ingestion_end) {
+      throw invalid([{ type: 'value_error', loc: ['body', 'ingestion_start'], msg: 'ingestion_start must not be after ingestion_end', input: body.ingestion_start }]);
+    }
+    const result = await createUser(deps.write, teamId, body);
+    if (!result.created) throw clientUserIdExists(result.existing);
+    return { user_id: result.user_id, client_user_id: body.client_user_id };
+  });
+
+  // The contract wants 405 with Allow for any other method on these paths, not Fastify's 404.
+  const allowed: Record<string, HTTPMethods[]> = {
+    '/v2/user/': ['GET', 'HEAD', 'POST'],
+    '/v2/user/:user_id': ['GET', 'HEAD'],
+    '/v2/user/resolve/:client_user_id': ['GET', 'HEAD'],
+  };
+  const every: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+  for (const [url, methods] of Object.entries(allowed)) {
+    const others = every.filter((m) => !methods.includes(m));
+    app.route({
+      method: others, url, schema: { hide: true } as FastifySchema,
+      // Answered before authentication: the method alone says nothing about any resource.
+      config: { skipAuth: true },
+      handler: async () => { throw methodNotAllowed(methods); },
+    });
+  }
+}

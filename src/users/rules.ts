@@ -1,0 +1,48 @@
+/** Value rules for user fields that JSON Schema alone can't express. */
+
+const ZONE_SHAPE = /^[A-Z][A-Za-z0-9_+-]*(\/[A-Z][A-Za-z0-9_+-]*)*$/;
+
+/** An IANA zone id in its canonical spelling (`Area/Location`, or an alias such as `UTC`). */
+export function isTimeZone(value: string): boolean {
+  if (!ZONE_SHAPE.test(value) || value.length > 64) return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const DATE_SHAPE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+export function isCalendarDate(value: string): boolean {
+  const m = DATE_SHAPE.exec(value);
+  if (!m) return false;
+  const d = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  return d.toISOString().slice(0, 10) === value;
+}
+
+/** A real calendar date that is not after today (UTC+14, the earliest "today" anywhere). */
+export function isPastDate(value: string): boolean {
+  if (!isCalendarDate(value)) return false;
+  const latestToday = new Date(Date.now() + 14 * 3600_000).toISOString().slice(0, 10);
+  return value <= latestToday;
+}
+
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const PHONE = /^\+?[\d\s().-]+$/;
+
+/** No control characters, and nothing that looks like an e-mail address or phone number (personal data). */
+export function isClientUserId(value: string): boolean {
+  if (CONTROL.test(value)) return false;
+  if (EMAIL.test(value)) return false;
+  if (PHONE.test(value)) {
+    // Bare digit strings stay allowed: they are how many teams number their own users.
+    const digits = value.replace(/\D/g, '').length;
+    const formatted = value.startsWith('+') || /[\s().-]/.test(value);
+    if (formatted && digits >= 7 && digits <= 15) return false;
+  }
+  return true;
+}
