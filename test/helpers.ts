@@ -1,0 +1,100 @@
+import { execFileSync } from 'node:child_process';
+import { randomInt } from 'node:crypto';
+import path from 'node:path';
+import { buildApp, type App } from '../src/app.js';
+import { loadConfig, type Config } from '../src/config.js';
+import { connect, type Sql } from '../src/db/client.js';
+import { issueKey } from '../src/auth/issue-key.js';
+import { createTeam } from '../src/teams/team-store.js';
+import { importUsers } from '../src/users/import.js';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+export const GEN_USERS = path.join(ROOT, 'tools', 'gen-users.mjs');
+
+export function databaseUrl(): string {
+  const url = process.env.DATABASE_URL;
+  if (!url) throw new Error('DATABASE_URL is not set: run the tests with `npm test`');
+  return url;
+}
+
+/** A pool for one test file; end it in after(). */
+export function testSql(): Sql {
+  return connect(databaseUrl(), { max: 5 });
+}
+
+export function testConfig(env: Record<string, string> = {}): Config {
+  return loadConfig({ DATABASE_URL: databaseUrl(), LOG_LEVEL: 'silent', ...env });
+}
+
+export async function testApp(sql: Sql, env: Record<string, string> = {}): Promise<App> {
+  const config = testConfig(env);
+  return buildApp({ config, sql, logger: false });
+}
+
+export interface TestTeam {
+  teamId: string;
+  key: string;
+  keyId: string;
+}
+
+export async function teamWithKey(sql: Sql, name = 'test team'): Promise<TestTeam> {
+  const teamId = await createTeam(sql, name);
+  const { key, keyId } = await issueKey(sql, teamId, 'test key');
+  return { teamId, key, keyId };
+}
+
+/**
+ * User records from tools/gen-users.mjs with a random seed (so test files
+ * sharing one database never collide on user ids), as parsed objects.
+ */
+export function generateUsers(users: number, teams = 1, seed = randomInt(1, 2 ** 31)): Record<string, any>[] {
+  const out = execFileSync(process.execPath, [GEN_USERS, '--users', String(users), '--teams', String(teams), '--seed', String(seed)], { maxBuffer: 1 << 30 });
+  return out.toString().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+export async function* lines(records: object[]): AsyncGenerator<string> {
+  for (const r of records) yield JSON.stringify(r);
+}
+
+/** Imports `count` generated users into a new team with a key; returns the team and its records. */
+export async function teamWithUsers(sql: Sql, count: number): Promise<TestTeam & { users: Record<string, any>[] }> {
+  const team = await teamWithKey(sql);
+  const users = generateUsers(count).map((u) => ({ ...u, team_id: team.teamId }));
+  await importUsers(sql, lines(users));
+  return { ...team, users };
+}
+
+/** The API's list order. */
+export function byListOrder(a: { created_on: string; user_id: string }, b: { created_on: string; user_id: string }): number {
+  const ta = Date.parse(a.created_on), tb = Date.parse(b.created_on);
+  if (ta !== tb) return ta - tb;
+  return a.created_on !== b.created_on ? (a.created_on < b.created_on ? -1 : 1) : a.user_id < b.user_id ? -1 : a.user_id > b.user_id ? 1 : 0;
+}
+
+const DATE_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,6}))?\+00:00$/;
+
+/**
+ * The same value with every date-time written with six fractional digits.
+ * PostgreSQL writes a stored time with its significant fractional digits
+ * ("…:09.22+00:00"), the generator always with three ("…:09.220+00:00"):
+ * same instant, same JSON value for a client parsing date-times.
+ */
+export function canonicalTimes<T>(value: T): T {
+  if (typeof value === 'string') {
+    const m = DATE_TIME.exec(value);
+    return (m ? `${m[1]}.${(m[2] ?? '').padEnd(6, '0')}+00:00` : value) as T;
+  }
+  if (Array.isArray(value)) return value.map(canonicalTimes) as T;
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, canonicalTimes(v)])) as T;
+  }
+  return value;
+}
+
+/** A generated record as the API returns it: `provider` beside each `source`. */
+export function asApiUser(user: Record<string, any>): Record<string, any> {
+  return {
+    ...user,
+    connected_sources: user.connected_sources.map((cs: { source: unknown }) => ({ ...cs, provider: cs.source })),
+  };
+}
