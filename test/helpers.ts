@@ -91,10 +91,17 @@ export function canonicalTimes<T>(value: T): T {
   return value;
 }
 
-/** A generated record as the API returns it: `provider` beside each `source`. */
+type Link = { created_on: string; source: { slug: string } };
+
+/** A generated record's sources in the contract's order: created_on, then slug. */
+export function withSortedSources(user: Record<string, any>): Record<string, any> {
+  const links = [...(user.connected_sources as Link[])].sort((a, b) =>
+    Date.parse(a.created_on) - Date.parse(b.created_on) || (a.source.slug < b.source.slug ? -1 : a.source.slug > b.source.slug ? 1 : 0));
+  return { ...user, connected_sources: links };
+}
+
+/** A generated record as the API returns it: sources in order, `provider` beside each `source`. */
 export function asApiUser(user: Record<string, any>): Record<string, any> {
-  return {
-    ...user,
-    connected_sources: user.connected_sources.map((cs: { source: unknown }) => ({ ...cs, provider: cs.source })),
-  };
+  const sorted = withSortedSources(user);
+  return { ...sorted, connected_sources: sorted.connected_sources.map((cs: Link) => ({ ...cs, provider: cs.source })) };
 }
