@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
+import { ReadRouter } from './db/read-router.js';
 import { KeyVerifier } from './auth/key-verifier.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { validatorCompiler } from './http/validator.js';
@@ -14,8 +15,8 @@ export interface AppDeps {
   config: Config;
   /** Primary pool: writes, and reads when no replica is configured. */
   sql: Sql;
-  /** Pool for reads; defaults to `sql`. */
-  readSql?: Sql;
+  /** Where reads run (replicas, see src/db/read-router.ts); defaults to `sql` alone. */
+  reads?: ReadRouter;
   logger?: FastifyServerOptions['logger'] | false;
   loggerInstance?: FastifyServerOptions['loggerInstance'];
 }
@@ -57,6 +58,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerResponseHeaders(app);
   registerRequestLog(app);
 
-  await app.register(userRoutes, { read: deps.readSql ?? deps.sql, write: deps.sql, verifier });
+  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier });
   return app;
 }

@@ -1,6 +1,8 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/database.js';
+import { ReadRouter } from './db/read-router.js';
+import { isClusterPrimary, runCluster } from './cluster.js';
 import { isEmpty, seedDemo } from './demo-seed.js';
 
 /**
@@ -16,7 +18,9 @@ async function startServer(config: Config) {
   let demo: { teamId: string; key: string } | undefined;
   if (db.embedded && config.demoSeed && (await isEmpty(db.sql))) demo = await seedDemo(db.sql);
 
-  const app = await buildApp({ config, sql: db.sql, readSql: db.replicas[0] });
+  const reads = new ReadRouter(db.sql, db.replicas.map((sql, i) => ({ sql, url: config.databaseReadUrls[i]! })));
+  const app = await buildApp({ config, sql: db.sql, reads });
+  reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
   app.server.headersTimeout = config.headersTimeoutMs;
   const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
@@ -44,6 +48,7 @@ async function startServer(config: Config) {
         await app.verifier.flushUses().catch(() => {});
       } finally {
         clearTimeout(force);
+        await reads.close();
         await db.close();
       }
     })();
@@ -63,6 +68,8 @@ async function main(): Promise<void> {
     }
     throw err;
   }
+  // WORKERS > 1: this process only supervises; each worker runs the rest of main().
+  if (isClusterPrimary(config)) return runCluster(config);
   const server = await startServer(config);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { callerOf, requireApiKey, API_KEY_HEADER } from '../auth/authenticate.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
+import type { ReadRouter } from '../db/read-router.js';
 import { clientUserIdExists, invalid, methodNotAllowed, userNotFound } from '../errors.js';
 import { createUser, findUserDoc, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
 import {
@@ -12,8 +13,8 @@ import {
 } from './schemas.js';
 
 export interface UserRoutesDeps {
-  /** Pool for reads (a replica router when replicas are configured). */
-  read: Sql;
+  /** Where reads run: a replica when replicas are configured, else the primary (src/db/read-router.ts). */
+  reads: ReadRouter;
   /** Pool for writes: the primary. */
   write: Sql;
   verifier: KeyVerifier;
@@ -62,7 +63,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   }, async (request, reply) => {
     const { teamId } = callerOf(request);
     const { offset, limit } = request.query;
-    const page = await findUserPage(deps.read, teamId, offset, limit);
+    const page = await deps.reads.read((sql) => findUserPage(sql, teamId, offset, limit));
     if (page.userIds.length > 0) audit(request, page.userIds);
     return sendJsonText(reply, `{"users":[${page.docs}],"total":${page.total},"offset":${offset},"limit":${limit}}`);
   });
@@ -77,9 +78,8 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   }, async (request, reply) => {
     const { teamId } = callerOf(request);
     const { user_id } = request.params;
-    // A replica may lag behind a create that just happened: confirm a miss on the primary.
-    const user = (await findUserDoc(deps.read, teamId, user_id))
-      ?? (deps.read === deps.write ? undefined : await findUserDoc(deps.write, teamId, user_id));
+    // A replica may lag behind a create that just happened: readConfirmed confirms a miss on the primary.
+    const user = await deps.reads.readConfirmed((sql) => findUserDoc(sql, teamId, user_id));
     return sendUser(request, reply, user);
   });
 
@@ -93,8 +93,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   }, async (request, reply) => {
     const { teamId } = callerOf(request);
     const { client_user_id } = request.params;
-    const user = (await findUserDocByClientUserId(deps.read, teamId, client_user_id))
-      ?? (deps.read === deps.write ? undefined : await findUserDocByClientUserId(deps.write, teamId, client_user_id));
+    const user = await deps.reads.readConfirmed((sql) => findUserDocByClientUserId(sql, teamId, client_user_id));
     return sendUser(request, reply, user);
   });
 

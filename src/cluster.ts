@@ -1,0 +1,117 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { Config } from './config.js';
+import { connect } from './db/client.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
+import { migrate } from './db/migrate.js';
+import { isEmpty, seedDemo } from './demo-seed.js';
+
+/**
+ * WORKERS=N: the primary process forks N workers that each run the whole
+ * server (src/server.ts) and share one listening port through node:cluster,
+ * which hands connections to the workers in turn. The primary serves nothing:
+ * it prepares the database once, restarts a worker that dies, and on SIGTERM
+ * or SIGINT asks every worker to shut down gracefully before it exits.
+ */
+
+/** True in the process that should fork workers instead of serving. */
+export function isClusterPrimary(config: Config): boolean {
+  return config.workers > 1 && cluster.isPrimary;
+}
+
+const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
+
+/** A worker that exits before it listens this many times in a row means the workers cannot start at all. */
+const MAX_START_FAILURES = 5;
+const RESTART_DELAY_MS = 1000;
+
+interface PreparedDatabase {
+  /** Handed to the workers, so that none of them starts, seeds or stops the embedded PostgreSQL. */
+  url: string;
+  embedded: EmbeddedPostgres | undefined;
+  demo: { teamId: string; key: string } | undefined;
+}
+
+/** Starts the embedded PostgreSQL if needed, applies migrations and seeds the demo team: once, here. */
+async function prepareDatabase(config: Config): Promise<PreparedDatabase> {
+  const embedded = config.databaseUrl ? undefined : await startEmbeddedPostgres(config.dataDir, say);
+  const url = config.databaseUrl ?? embedded!.url;
+  const sql = connect(url, { max: 1, connectTimeoutS: config.dbConnectTimeoutS, applicationName: 'hds-cluster' });
+  try {
+    const applied = await migrate(sql);
+    if (applied.length > 0) say(`applied migrations: ${applied.join(', ')}`);
+    const demo = embedded && config.demoSeed && (await isEmpty(sql)) ? await seedDemo(sql) : undefined;
+    return { url, embedded, demo };
+  } catch (err) {
+    await embedded?.stop();
+    throw err;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+export async function runCluster(config: Config): Promise<void> {
+  const { url, embedded, demo } = await prepareDatabase(config);
+  const listened = new WeakSet<Worker>();
+  let startFailures = 0;
+  let stopping = false;
+  let demoShown = false;
+
+  const fork = () => cluster.fork({ DATABASE_URL: url });
+
+  cluster.on('listening', (worker, address) => {
+    listened.add(worker);
+    startFailures = 0;
+    say(`worker ${worker.process.pid} listening on port ${address.port}`);
+    if (demo && !demoShown) {
+      demoShown = true;
+      say(`first start: created a demo team ${demo.teamId} with users and an API key. Try:`);
+      process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' http://127.0.0.1:${address.port}/v2/user/?limit=5\n`);
+    }
+  });
+
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    const how = signal ? `signal ${signal}` : `code ${code}`;
+    if (listened.has(worker)) {
+      say(`worker ${worker.process.pid} died (${how}); starting a new one`);
+      fork();
+      return;
+    }
+    startFailures++;
+    if (startFailures >= MAX_START_FAILURES) {
+      say(`workers keep exiting before they listen (last: ${how}); giving up`);
+      void shutdown('startup failure', 1);
+      return;
+    }
+    // Waiting keeps a worker that cannot start (database down, port taken) from spinning the CPU.
+    say(`worker ${worker.process.pid} exited before listening (${how}); retrying in ${RESTART_DELAY_MS} ms`);
+    setTimeout(() => { if (!stopping) fork(); }, RESTART_DELAY_MS);
+  });
+
+  const shutdown = async (reason: string, exitCode: number) => {
+    if (stopping) return;
+    stopping = true;
+    say(`${reason}: stopping ${Object.keys(cluster.workers ?? {}).length} workers`);
+    const live = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && !w.isDead());
+    const exited = live.map((w) => new Promise<void>((resolve) => {
+      if (w.isDead()) resolve();
+      else w.once('exit', () => resolve());
+    }));
+    // Each worker runs its own phased shutdown (src/server.ts) on SIGTERM.
+    for (const w of live) w.process.kill('SIGTERM');
+    const force = setTimeout(() => {
+      say('workers did not stop in time: killing them');
+      for (const w of live) if (!w.isDead()) w.process.kill('SIGKILL');
+    }, config.shutdownGraceMs + 5_000);
+    await Promise.all(exited);
+    clearTimeout(force);
+    await embedded?.stop();
+    process.exit(exitCode);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => void shutdown(signal, 0));
+  }
+
+  say(`starting ${config.workers} workers`);
+  for (let i = 0; i < config.workers; i++) fork();
+}
