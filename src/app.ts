@@ -8,6 +8,10 @@ import { registerErrorHandling } from './http/error-handler.js';
 import { validatorCompiler } from './http/validator.js';
 import { registerRequestLog } from './http/request-log.js';
 import { registerResponseHeaders } from './http/response-headers.js';
+import { registerOpenApi } from './http/openapi.js';
+import { registerDocs } from './http/docs.js';
+import { healthRoutes } from './http/health.js';
+import { registerMetrics } from './http/metrics.js';
 import { sharedSchemas } from './users/schemas.js';
 import { userRoutes } from './users/routes.js';
 
@@ -57,6 +61,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerErrorHandling(app);
   registerResponseHeaders(app);
   registerRequestLog(app);
+  registerMetrics(app, { sql: deps.sql, verifier, poolMax: config.dbPoolMax, serveOnAppPort: config.metricsPort === undefined });
+  // Before any route: swagger learns the routes as they are added.
+  await registerOpenApi(app);
+  await registerDocs(app);
+  // Outside the users scope, so without a key.
+  await app.register(healthRoutes, { sql: deps.sql });
 
   await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier });
   return app;

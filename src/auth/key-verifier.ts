@@ -24,11 +24,21 @@ export class KeyVerifier {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly inflight = new Map<string, Promise<KeyRecord | undefined>>();
   private readonly uses = new Map<string, Date>();
+  /** Database lookups (cache misses), and verify() outcomes: read by src/http/metrics.ts. */
   lookups = 0;
+  accepted = 0;
+  rejected = 0;
 
   constructor(private readonly sql: Sql, private readonly ttlMs: number) {}
 
   async verify(presented: string | undefined): Promise<Caller | undefined> {
+    const caller = await this.check(presented);
+    if (caller) this.accepted++;
+    else this.rejected++;
+    return caller;
+  }
+
+  private async check(presented: string | undefined): Promise<Caller | undefined> {
     if (presented === undefined || !isWellFormedKey(presented)) return undefined;
     const hash = hashKey(presented);
     const record = await this.lookup(hash);

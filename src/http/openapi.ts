@@ -1,0 +1,87 @@
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import swagger from '@fastify/swagger';
+import { API_KEY_HEADER } from '../auth/authenticate.js';
+import { Type } from '@sinclair/typebox';
+import { ErrorMessage, sharedSchemas } from '../users/schemas.js';
+import { withExamples, withRefSiblings, type OpenApiDocument } from './openapi-post.js';
+
+const VERSION = '0.1.0';
+
+/**
+ * Registers @fastify/swagger so that the OpenAPI 3.1 document is built from
+ * the very schemas that validate requests. Must be registered before any
+ * route: it learns the routes through the onRoute hook.
+ * Documentation only: route serialisation is untouched (user routes send JSON
+ * text built by PostgreSQL anyway).
+ */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Health data service',
+        version: VERSION,
+        description: 'Self-hostable health-data aggregation service. Every `/v2/user` route needs a team API key '
+          + `in the \`${API_KEY_HEADER}\` header. Error bodies follow the FastAPI convention: \`{"detail": ...}\`.`,
+      },
+      tags: [
+        { name: 'user', description: "The team's end users" },
+        { name: 'operations', description: 'Liveness and readiness probes (no key)' },
+      ],
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: API_KEY_HEADER, description: 'Team API key issued with `hds key create`' },
+        },
+      },
+    },
+    // Components are named after the schemas' $id (User, UserList…), not def-N.
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+    transform: ({ schema, url }) => ({ schema: documented(schema), url }),
+    transformObject: ({ openapiObject }) => withExamples(withRefSiblings(openapiObject as OpenApiDocument, sharedSchemas)),
+  });
+  app.get('/openapi.json', { schema: { hide: true } as FastifySchema }, async () => app.swagger());
+}
+
+const RESPONSE_HEADERS: Record<string, Record<string, { description: string; type: string }>> = {
+  401: { 'www-authenticate': { description: 'How to authenticate', type: 'string' } },
+  429: { 'retry-after': { description: 'Seconds to wait', type: 'integer' } },
+  503: { 'retry-after': { description: 'Seconds to wait', type: 'integer' } },
+};
+
+/**
+ * What the document adds to a route's own schema: the key header is described
+ * once, by the security scheme, instead of as a parameter too; every operation
+ * can answer 500; error responses name the headers they carry.
+ */
+function documented(schema: FastifySchema | undefined): FastifySchema {
+  if (!schema) return {};
+  const { headers, response, ...rest } = schema as FastifySchema & { response?: Record<string, object> };
+  const out: FastifySchema & Record<string, unknown> = { ...rest };
+  if (rest.querystring) out.querystring = defaultsNotRequired(rest.querystring);
+  const otherHeaders = withoutKeyHeader(headers);
+  if (otherHeaders) out.headers = otherHeaders;
+  if (response) {
+    const all: Record<string, object> = { ...response, 500: Type.Ref(ErrorMessage, { description: 'Bug; nothing internal is leaked' }) };
+    out.response = Object.fromEntries(Object.entries(all).map(([status, body]) => {
+      // A $ref response takes its description from beside the $ref; any other from swagger's own keyword.
+      const described = status !== '200' || 'description' in body ? body
+        : '$ref' in body ? { ...body, description: 'Successful Response' } : { ...body, 'x-response-description': 'Successful Response' };
+      return [status, RESPONSE_HEADERS[status] ? { ...described, headers: RESPONSE_HEADERS[status] } : described];
+    }));
+  }
+  return out;
+}
+
+/** A query parameter with a default may be left out: the validator fills it in before checking `required`. */
+function defaultsNotRequired(querystring: unknown): unknown {
+  const q = querystring as { required?: string[]; properties?: Record<string, { default?: unknown }> };
+  if (!q.required || !q.properties) return querystring;
+  return { ...q, required: q.required.filter((name) => q.properties?.[name]?.default === undefined) };
+}
+
+function withoutKeyHeader(headers: unknown): unknown {
+  const h = headers as { properties?: Record<string, unknown> } | undefined;
+  if (!h?.properties) return headers;
+  const { [API_KEY_HEADER]: _key, ...properties } = h.properties;
+  return Object.keys(properties).length > 0 ? { ...h, properties } : undefined;
+}
