@@ -4,6 +4,7 @@ import { openDatabase } from './db/database.js';
 import { ReadRouter } from './db/read-router.js';
 import { isClusterPrimary, runCluster } from './cluster.js';
 import { isEmpty, seedDemo } from './demo-seed.js';
+import { startMetricsServer } from './http/metrics.js';
 
 /**
  * The process: configuration, database, listen, and an orderly shutdown.
@@ -26,6 +27,9 @@ async function startServer(config: Config) {
   flushTimer.unref();
 
   await app.listen({ port: config.port, host: config.host });
+  // METRICS_PORT: /metrics on its own listener (kept open until the end of shutdown), not on the API port.
+  const metricsServer = config.metricsPort === undefined ? undefined
+    : await startMetricsServer(app.metrics.registry, config.metricsPort, config.host);
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   if (demo) {
@@ -48,6 +52,7 @@ async function startServer(config: Config) {
         await app.verifier.flushUses().catch(() => {});
       } finally {
         clearTimeout(force);
+        await metricsServer?.close();
         await reads.close();
         await db.close();
       }
