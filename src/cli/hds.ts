@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import fs from 'node:fs';
-import readline from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -12,6 +11,7 @@ import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
 import { ImportError, importUsers, type ImportProgress } from '../users/import.js';
 import { exportUsers } from '../users/export.js';
 import { parseDuration } from './duration.js';
+import { readLines } from './read-lines.js';
 import { renderTable } from './table.js';
 
 class UsageError extends Error {}
@@ -112,7 +112,7 @@ const COMMANDS: Record<string, Command> = {
       if (!fromStdin && !fs.existsSync(file!)) throw new UsageError(`no such file: ${file}`);
       const input = fromStdin ? process.stdin : fs.createReadStream(file!);
       const size = fromStdin ? undefined : fs.statSync(file!).size;
-      const lines = readline.createInterface({ input, crlfDelay: Infinity });
+      const lines = readLines(input);
       const started = Date.now();
       const show = process.stderr.isTTY ? progressPrinter(started, size) : undefined;
       try {

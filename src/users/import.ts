@@ -126,6 +126,8 @@ export async function importUsers(
   onProgress?: (p: ImportProgress) => void,
 ): Promise<ImportSummary> {
   return sql.begin(async (tx) => {
+    // A bulk load is not a request: no request-sized statement timeout, more memory for the merge sorts.
+    await tx`SET LOCAL statement_timeout = 0`;
     await tx`SET LOCAL work_mem = '256MB'`;
     await tx`
       CREATE TEMP TABLE import_users (
@@ -137,6 +139,9 @@ export async function importUsers(
       ) ON COMMIT DROP`;
 
     const copy = await tx`COPY import_users FROM STDIN`.writable();
+    // Without a listener, an error PostgreSQL raises mid-COPY would crash the process instead of failing the import.
+    let copyError: Error | undefined;
+    copy.on('error', (err: Error) => { copyError ??= err; });
     const progress: ImportProgress = { lines: 0, bytes: 0 };
     let lineNo = 0;
     let batch = '';
@@ -148,6 +153,7 @@ export async function importUsers(
         batch += stageLine(text, lineNo);
         progress.lines++;
         if (batch.length > 1 << 16) {
+          if (copyError) throw copyError;
           await write(copy, batch);
           batch = '';
           onProgress?.(progress);
@@ -159,6 +165,7 @@ export async function importUsers(
       throw err;
     }
     await new Promise<void>((resolve, reject) => copy.end((err?: Error | null) => (err ? reject(err) : resolve())));
+    if (copyError) throw copyError;
     onProgress?.(progress);
     if (progress.lines === 0) return { lines: 0, teams: 0, inserted: 0, updated: 0, sourceLinksChanged: 0 };
 
@@ -238,6 +245,8 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
     SELECT i.user_id, i.team_id, i.client_user_id, i.created_on, r.position,
       i.tz, i.tz_source, i.tz_updated_at, i.bd, i.bd_source, i.bd_updated_at, i.ingestion_start, i.ingestion_end
     FROM import_users i JOIN import_ranked r USING (user_id)
+    -- In index order: appends to the (team_id, position) index instead of random inserts.
+    ORDER BY i.team_id, r.position
     ON CONFLICT (user_id) DO UPDATE SET
       client_user_id = excluded.client_user_id, created_on = excluded.created_on, position = excluded.position,
       fallback_time_zone = excluded.fallback_time_zone, fallback_time_zone_source = excluded.fallback_time_zone_source,
