@@ -1,4 +1,5 @@
-import { connect, type Sql } from './client.js';
+import postgres from 'postgres';
+import type { Sql } from './client.js';
 import { isDatabaseUnavailable } from './errors.js';
 
 export interface ReplicaPool {
@@ -80,7 +81,8 @@ export class ReadRouter {
   onHealthChange: (change: ReplicaHealthChange) => void = () => {};
 
   constructor(readonly primary: Sql, replicas: ReplicaPool[] = [], options: ReadRouterOptions = {}) {
-    this.checkTimeoutMs = options.checkTimeoutMs ?? 300;
+    // Interval + timeout stays under a second: the longest a silent replica keeps its place.
+    this.checkTimeoutMs = options.checkTimeoutMs ?? 500;
     this.replicas = replicas.map((r) => ({
       name: nameOf(r.url), sql: r.sql, url: r.url, healthy: true, reads: 0, probe: undefined, probing: false, waiters: new Set(),
     }));
@@ -130,7 +132,11 @@ export class ReadRouter {
         }
       } catch (err) {
         if (!isRetryable(err)) throw err;
-        if (meansReplicaDown(err)) this.markDown(replica, (err as { code?: string }).code ?? 'error');
+        if (meansReplicaDown(err)) {
+          this.markDown(replica, (err as { code?: string }).code ?? 'error');
+          // One dead pooled connection (left over from a restart) does not mean a dead server: probe now, not in 250 ms.
+          if (!replica.probing) void this.check(replica);
+        }
       }
     }
     this.primaryReads++;
@@ -183,7 +189,12 @@ export class ReadRouter {
 
   private async check(replica: Replica): Promise<void> {
     replica.probing = true;
-    replica.probe ??= connect(replica.url, { max: 1, connectTimeoutS: 1, applicationName: 'hds-health' });
+    // No array-type fetch on connect: postgres.js leaves that query's failure unhandled when a
+    // probe is dropped mid-connect. One connection, kept open, so a probe is one round trip.
+    replica.probe ??= postgres(replica.url, {
+      max: 1, connect_timeout: 1, idle_timeout: 0, fetch_types: false, onnotice: () => {},
+      connection: { application_name: 'hds-health' },
+    });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), this.checkTimeoutMs); });
     try {
