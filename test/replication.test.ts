@@ -236,7 +236,7 @@ describe('read replicas on a streaming standby', () => {
     await standby.start();
     await until('the router marks the standby up', 2000, replicaHealthy);
     const readsBefore = replicaReads();
-    const statuses = await underLoad(4, () => sleep(1000));
+    const statuses = await underLoad(4, async () => { await sleep(1000); });
     assert.deepEqual(statuses.filter((s) => s !== 200), []);
     assert.ok(replicaReads() - readsBefore > statuses.length / 2, 'most reads are on the standby again');
   });
