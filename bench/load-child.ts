@@ -1,0 +1,48 @@
+/**
+ * One load run, in its own process so that the load generator never shares
+ * an event loop with a server it measures.
+ *
+ *   node --import tsx bench/load-child.ts SPEC.json   (prints one JSON LoadResult line)
+ */
+import fs from 'node:fs';
+import autocannon from 'autocannon';
+import type { LoadResult, LoadSpec, PathPlan } from './load-plan.js';
+
+function requestsFor(plan: PathPlan): autocannon.Request[] {
+  switch (plan.kind) {
+    case 'fixed':
+      return plan.requests.map((r) => ({ method: 'GET', path: r.path, headers: r.headers }));
+    case 'random-line': {
+      const lines = fs.readFileSync(plan.file, 'utf8').split('\n').filter((l) => l !== '');
+      if (lines.length === 0) throw new Error(`no lines in ${plan.file}`);
+      return [{ method: 'GET', headers: plan.headers, setupRequest: (req) => ({ ...req, path: plan.prefix + lines[Math.floor(Math.random() * lines.length)] }) }];
+    }
+    case 'random-path': {
+      const paths = plan.paths;
+      return [{ method: 'GET', headers: plan.headers, setupRequest: (req) => ({ ...req, path: paths[Math.floor(Math.random() * paths.length)] }) }];
+    }
+    case 'random-offset':
+      return [{ method: 'GET', headers: plan.headers, setupRequest: (req) => ({ ...req, path: plan.prefix + Math.floor(Math.random() * (plan.maxOffset + 1)) }) }];
+  }
+}
+
+async function fire(spec: LoadSpec, duration: number): Promise<autocannon.Result> {
+  return autocannon({ url: spec.url, connections: spec.connections, duration, requests: requestsFor(spec.plan), timeout: 10 });
+}
+
+const spec = JSON.parse(fs.readFileSync(process.argv[2]!, 'utf8')) as LoadSpec;
+if (spec.warmup > 0) await fire(spec, spec.warmup);
+const r = await fire(spec, spec.duration);
+const statuses: Record<string, number> = {};
+for (const [code, s] of Object.entries(r.statusCodeStats ?? {})) statuses[code] = s.count ?? 0;
+const result: LoadResult = {
+  requestsPerSec: r.requests.total / r.duration,
+  requests: r.requests.total,
+  p50Ms: r.latency.p50,
+  p99Ms: r.latency.p99,
+  maxMs: r.latency.max,
+  statuses,
+  socketErrors: r.errors,
+  durationS: r.duration,
+};
+process.stdout.write(JSON.stringify(result) + '\n');

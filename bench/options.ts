@@ -1,0 +1,108 @@
+import { parseArgs } from 'node:util';
+
+/** What one `npm run bench` run does; every flag also has an environment variable (BENCH_*). */
+export interface BenchOptions {
+  users: number;
+  teams: number;
+  seed: number;
+  /** Seconds per scenario, for the service and again for the floor. */
+  duration: number;
+  connections: number;
+  /** Worker counts to run the service with, one full pass per count (`--workers 1,2`). */
+  workers: number[];
+  /** Run the service on the embedded PostgreSQL instead of DATABASE_URL. */
+  embedded: boolean;
+  /** Keep the database of an earlier run with the same dataset (skips the import). */
+  reuse: boolean;
+  databaseUrl: string;
+  /** Skip the embedded first-start/restart measurement. */
+  skipStartup: boolean;
+  /** Use dist/ as it is (no `npm run build`). */
+  noBuild: boolean;
+  /** Only these scenario ids (all when empty). */
+  only: string[];
+}
+
+const USAGE = `usage: npm run bench -- [options]
+
+  --users N          users in the generated dataset (default 1000000)
+  --teams N          teams in the generated dataset (default 20)
+  --seed N           generator seed (default 1)
+  --duration S       seconds per scenario, against the service and against the floor (default 10)
+  --connections N    concurrent connections (default 32)
+  --workers LIST     run the service with WORKERS=N for each N in the list, e.g. 1,2 (default 1)
+  --embedded         run the service on the embedded PostgreSQL (DATA_DIR in bench/.work) instead of DATABASE_URL
+  --reuse            reuse the database imported by an earlier run of the same dataset (no import, no import numbers)
+  --database-url URL server to create the bench database on (default postgres://postgres@127.0.0.1:5432/hds_bench_u<users>_t<teams>_s<seed>)
+  --no-build         use dist/ as it is instead of running npm run build first
+  --skip-startup     skip the embedded first start / restart measurement
+  --only IDS         run only these scenarios, e.g. get-one,list-first (the floor too)
+
+Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL.`;
+
+export class UsageError extends Error {}
+
+function whole(name: string, raw: string, min: number): number {
+  if (!/^\d+$/.test(raw) || Number(raw) < min) throw new UsageError(`${name} must be a whole number >= ${min}, got "${raw}"\n\n${USAGE}`);
+  return Number(raw);
+}
+
+export function parseOptions(argv: string[], env: Record<string, string | undefined> = process.env): BenchOptions | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        users: { type: 'string', default: env.BENCH_USERS ?? '1000000' },
+        teams: { type: 'string', default: env.BENCH_TEAMS ?? '20' },
+        seed: { type: 'string', default: '1' },
+        duration: { type: 'string', default: env.BENCH_DURATION ?? '10' },
+        connections: { type: 'string', default: env.BENCH_CONNECTIONS ?? '32' },
+        workers: { type: 'string', default: env.BENCH_WORKERS ?? '1' },
+        embedded: { type: 'boolean', default: false },
+        reuse: { type: 'boolean', default: false },
+        'database-url': { type: 'string', default: env.BENCH_DATABASE_URL },
+        'skip-startup': { type: 'boolean', default: false },
+        'no-build': { type: 'boolean', default: false },
+        only: { type: 'string', default: '' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      strict: true,
+    });
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n\n${USAGE}`);
+  }
+  const v = parsed.values;
+  if (v.help) {
+    process.stdout.write(USAGE + '\n');
+    return 'help';
+  }
+  const users = whole('--users', v.users, 1);
+  const teams = whole('--teams', v.teams, 1);
+  const seed = whole('--seed', v.seed, 0);
+  // One database per dataset, so that --reuse finds the import of the same data.
+  const databaseUrl = v['database-url'] ?? `postgres://postgres@127.0.0.1:5432/hds_bench_u${users}_t${teams}_s${seed}`;
+  try {
+    new URL(databaseUrl);
+  } catch {
+    throw new UsageError(`--database-url is not a URL: ${databaseUrl}`);
+  }
+  return {
+    users,
+    teams,
+    seed,
+    duration: whole('--duration', v.duration, 1),
+    connections: whole('--connections', v.connections, 1),
+    workers: v.workers.split(',').map((w) => whole('--workers', w.trim(), 1)),
+    embedded: v.embedded,
+    reuse: v.reuse,
+    databaseUrl,
+    skipStartup: v['skip-startup'],
+    noBuild: v['no-build'],
+    only: v.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+  };
+}
+
+export function usage(): string {
+  return USAGE;
+}

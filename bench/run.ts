@@ -1,0 +1,210 @@
+/**
+ * `npm run bench`: the benchmark of issue 3. Builds the service, generates
+ * and imports the dataset, then for each WORKERS count starts the service and
+ * runs every scenario against it and against the floor (a bare server that
+ * replays the service's own answers from memory), and reports each result as
+ * a ratio to that floor. See `npm run bench -- --help`.
+ *
+ * Exits non-zero only when the harness itself fails; missed targets are
+ * reported, not fatal.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { capture, type CapturedResponse } from './capture.js';
+import { renderChart } from './chart.js';
+import { prepareDatabase } from './database.js';
+import { prepareDataset, type Dataset } from './dataset.js';
+import { startFloor } from './floor.js';
+import { runImport, type ImportResult } from './import.js';
+import { runLoad } from './load.js';
+import type { LoadResult } from './load-plan.js';
+import { parseOptions, UsageError, type BenchOptions } from './options.js';
+import { killAllNow, runToEnd, sampleMemory, stopAll } from './processes.js';
+import { renderReport, judge, type BenchReport, type Check, type PassResult } from './report.js';
+import { buildScenarios, type Keys, type Scenario } from './scenarios.js';
+import { createKey, startService, stopService, type DatabaseTarget } from './service.js';
+import { measureStartup, type StartupResult } from './startup.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const say = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
+
+/** Targets of the issue that are not a scenario's throughput. */
+const LIMITS = { importUsersPerSec: 50_000, importPeakMb: 300, serviceRssMb: 200, firstStartMs: 10_000, restartMs: 2_000 };
+
+async function totalOf(baseUrl: string, key: string): Promise<number | undefined> {
+  const res = await fetch(`${baseUrl}/v2/user/?limit=1`, { headers: { 'x-service-api-key': key } });
+  const body = (await res.json()) as { total?: unknown };
+  return res.status === 200 && typeof body.total === 'number' ? body.total : undefined;
+}
+
+async function runPass(o: BenchOptions, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, workers: number, checks: Check[], first: boolean): Promise<PassResult> {
+  const logFile = path.join(logDir, `service-workers-${workers}.log`);
+  say(`starting the service with WORKERS=${workers} (log: ${path.relative(root, logFile)})`);
+  const service = await startService({ root, target, logFile, workers });
+  const memory = sampleMemory(service.child.pid);
+  let floor: Awaited<ReturnType<typeof startFloor>> | undefined;
+  try {
+    if (first) {
+      for (const [name, team, key] of [['biggest', dataset.biggest, keys.biggest], ['smallest', dataset.smallest, keys.smallest]] as const) {
+        const total = await totalOf(service.baseUrl, key);
+        checks.push({ name: `total exact (${name} team)`, value: String(total), target: `= ${team.users} (dataset)`, pass: total === team.users });
+      }
+    }
+    const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
+    const captured: Record<string, CapturedResponse[]> = {};
+    for (const s of scenarios) {
+      captured[s.id] = [];
+      for (const c of s.captures) {
+        const answer = await capture(service.baseUrl, c.path, c.headers);
+        if (answer.status !== s.expect) say(`warning: ${s.id}: ${c.path} answered ${answer.status}, expected ${s.expect}`);
+        captured[s.id]!.push(answer);
+      }
+    }
+    floor = await startFloor(root, workDir, captured);
+    const warmup = o.duration >= 5 ? 2 : 1;
+    const measured: { scenario: Scenario; service: LoadResult; floor: LoadResult }[] = [];
+    for (const s of scenarios) {
+      const base = { connections: o.connections, duration: o.duration, warmup };
+      const onService = await runLoad(root, workDir, { ...base, url: service.baseUrl, plan: s.plan });
+      await floor.select(s.id);
+      const onFloor = await runLoad(root, workDir, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) });
+      say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s`);
+      measured.push({ scenario: s, service: onService, floor: onFloor });
+    }
+    const memoryPeakMb = memory.stop() / 1024;
+    checks.push({ name: `service RSS under load (WORKERS=${workers})`, value: `${memoryPeakMb.toFixed(0)} MB`, target: `<= ${LIMITS.serviceRssMb} MB`, pass: memoryPeakMb <= LIMITS.serviceRssMb });
+    return { workers, memoryPeakMb, logFile: path.relative(root, logFile), scenarios: judge(measured) };
+  } finally {
+    memory.stop();
+    await floor?.stop();
+    await stopService(service);
+  }
+}
+
+function importChecks(result: ImportResult | null): Check[] {
+  if (!result) return [];
+  return [
+    { name: 'import speed', value: `${Math.round(result.usersPerSec).toLocaleString('en')} users/s (${result.seconds.toFixed(1)} s)`, target: `>= ${LIMITS.importUsersPerSec.toLocaleString('en')} users/s`, pass: result.usersPerSec >= LIMITS.importUsersPerSec },
+    { name: 'import peak memory', value: `${result.peakRssMb.toFixed(0)} MB`, target: `<= ${LIMITS.importPeakMb} MB`, pass: result.peakRssMb <= LIMITS.importPeakMb },
+  ];
+}
+
+function startupChecks(result: StartupResult | null): Check[] {
+  if (!result) return [];
+  return [
+    { name: 'embedded first start', value: `${(result.firstStartMs / 1000).toFixed(2)} s`, target: `<= ${LIMITS.firstStartMs / 1000} s`, pass: result.firstStartMs <= LIMITS.firstStartMs },
+    { name: 'embedded restart', value: `${(result.restartMs / 1000).toFixed(2)} s`, target: `<= ${LIMITS.restartMs / 1000} s`, pass: result.restartMs <= LIMITS.restartMs },
+  ];
+}
+
+function writeResults(report: BenchReport, stamp: string): string[] {
+  const dir = path.join(root, 'bench/results');
+  fs.mkdirSync(dir, { recursive: true });
+  const json = JSON.stringify(report, null, 2) + '\n';
+  const svg = renderChart(report);
+  const files = [`${stamp}.json`, `${stamp}.svg`, 'latest.json', 'latest.svg'].map((f) => path.join(dir, f));
+  fs.writeFileSync(files[0]!, json);
+  fs.writeFileSync(files[1]!, svg);
+  fs.writeFileSync(files[2]!, json);
+  fs.writeFileSync(files[3]!, svg);
+  return files.map((f) => path.relative(root, f));
+}
+
+async function bench(o: BenchOptions, argv: string[]): Promise<void> {
+  const startedAt = new Date();
+  const stamp = startedAt.toISOString().replace(/[:.]/g, '-').replace(/-\d+Z$/, 'Z');
+  const workDir = path.join(root, 'bench/.work');
+  const logDir = path.join(workDir, 'logs', stamp);
+  fs.mkdirSync(logDir, { recursive: true });
+  const loadAvgAtStart = os.loadavg();
+
+  if (o.noBuild) {
+    say('using dist/ as it is (--no-build)');
+  } else {
+    say('building (npm run build)');
+    await runToEnd('npm run build', 'npm', ['run', 'build', '--silent']);
+  }
+
+  const dataset = await prepareDataset(root, workDir, o.users, o.teams, o.seed, say);
+  const target: DatabaseTarget = o.embedded
+    ? { dataDir: path.join(workDir, `embedded-u${o.users}_t${o.teams}_s${o.seed}`) }
+    : { databaseUrl: o.databaseUrl };
+  let importResult: ImportResult | null = null;
+  if (await prepareDatabase(root, target, dataset, o.reuse, say)) {
+    say(`importing ${dataset.users.toLocaleString('en')} users with the CLI`);
+    importResult = await runImport(root, target, dataset.file, dataset.users);
+    say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB (${importResult.summary})`);
+  }
+  const keys: Keys = {
+    biggest: await createKey(root, target, dataset.biggest.teamId),
+    smallest: await createKey(root, target, dataset.smallest.teamId),
+  };
+
+  const checks: Check[] = [...importChecks(importResult)];
+  const passes: PassResult[] = [];
+  for (const [i, workers] of o.workers.entries()) {
+    passes.push(await runPass(o, workDir, logDir, target, dataset, keys, workers, checks, i === 0));
+  }
+
+  let startup: StartupResult | null = null;
+  if (!o.skipStartup) {
+    say('measuring the embedded default: first start on an empty DATA_DIR, then a restart');
+    startup = await measureStartup(root, workDir, logDir);
+    checks.push(...startupChecks(startup));
+  }
+
+  const report: BenchReport = {
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
+    machine: { cpus: os.availableParallelism(), node: process.version, loadAvgAtStart },
+    settings: {
+      users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, connections: o.connections,
+      database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
+    },
+    dataset: { users: dataset.users, teams: dataset.teams.length, biggest: dataset.biggest, smallest: dataset.smallest },
+    import: importResult,
+    startup,
+    passes,
+    checks,
+  };
+  process.stdout.write('\n' + renderReport(report) + '\n');
+  const files = writeResults(report, stamp);
+  say(`wrote ${files.join(', ')}`);
+}
+
+async function main(): Promise<number> {
+  const argv = process.argv.slice(2);
+  let options;
+  try {
+    options = parseOptions(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`bench: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (options === 'help') return 0;
+  process.chdir(root);
+  process.on('exit', killAllNow);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      say(`${signal}: stopping everything the benchmark started`);
+      void stopAll().finally(() => process.exit(130));
+    });
+  }
+  try {
+    await bench(options, argv);
+    return 0;
+  } catch (err) {
+    say(`failed: ${(err as Error).stack ?? err}`);
+    return 1;
+  } finally {
+    await stopAll();
+  }
+}
+
+process.exitCode = await main();

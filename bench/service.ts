@@ -1,0 +1,133 @@
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { runToEnd, startProcess, stopProcess, type Child } from './processes.js';
+
+/** Where the service and the CLI find their database: a URL, or the embedded PostgreSQL in a data directory. */
+export type DatabaseTarget = { databaseUrl: string } | { dataDir: string };
+
+export function databaseEnv(target: DatabaseTarget): Record<string, string | undefined> {
+  // Start from our own environment without any database settings, then add the target's.
+  const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: undefined, DATABASE_READ_URLS: undefined, DATA_DIR: undefined };
+  if ('databaseUrl' in target) env.DATABASE_URL = target.databaseUrl;
+  else env.DATA_DIR = target.dataDir;
+  return env;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `url` until any HTTP answer arrives; returns the milliseconds since `since`. */
+export async function waitForHttp(url: string, child: Child, since: number, timeoutMs: number): Promise<number> {
+  let exited: number | string | undefined;
+  void child.exited.then((code) => (exited = code));
+  for (;;) {
+    try {
+      await fetch(url, { signal: AbortSignal.timeout(1000) }).then((r) => r.arrayBuffer());
+      return Date.now() - since;
+    } catch {
+      // not listening yet
+    }
+    if (exited !== undefined) throw new Error(`${child.name} exited (${exited}) before answering`);
+    if (Date.now() - since > timeoutMs) throw new Error(`${child.name} did not answer within ${timeoutMs / 1000} s`);
+    await sleep(20);
+  }
+}
+
+export interface Service {
+  child: Child;
+  baseUrl: string;
+  logFile: string;
+  /** Milliseconds from spawn to the first answered request. */
+  startMs: number;
+  dataDir?: string;
+}
+
+export interface ServiceOptions {
+  root: string;
+  target: DatabaseTarget;
+  logFile: string;
+  workers?: number;
+  extraEnv?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+/** Starts the built service (dist/server.js) as production would: info logs, to a file. */
+export async function startService(o: ServiceOptions): Promise<Service> {
+  const port = await freePort();
+  const env = {
+    ...databaseEnv(o.target),
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    // Rate limits would measure the limiter, not the service: set them out of reach.
+    RATE_LIMIT_PER_TEAM: '10000000',
+    RATE_LIMIT_PER_IP: '10000000',
+    WORKERS: String(o.workers ?? 1),
+    ...o.extraEnv,
+  };
+  fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
+  const since = Date.now();
+  const child = startProcess('service', process.execPath, [path.join(o.root, 'dist/server.js')], { env, logFile: o.logFile });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  try {
+    const startMs = await waitForHttp(`${baseUrl}/v2/user/`, child, since, o.timeoutMs ?? 60_000);
+    return { child, baseUrl, logFile: o.logFile, startMs, dataDir: 'dataDir' in o.target ? o.target.dataDir : undefined };
+  } catch (err) {
+    await stopService({ child, baseUrl, logFile: o.logFile, startMs: 0, dataDir: 'dataDir' in o.target ? o.target.dataDir : undefined });
+    throw new Error(`${(err as Error).message}; see ${o.logFile}`);
+  }
+}
+
+/** Stops the service; if it died without stopping its embedded PostgreSQL, stops that too. */
+export async function stopService(service: Service): Promise<void> {
+  await stopProcess(service.child, 30_000);
+  if (service.dataDir) await stopOrphanEmbedded(service.dataDir);
+}
+
+export async function stopOrphanEmbedded(dataDir: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return;
+  }
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!pid || !alive()) return;
+  // SIGINT: PostgreSQL's fast shutdown.
+  process.kill(pid, 'SIGINT');
+  const deadline = Date.now() + 30_000;
+  while (alive() && Date.now() < deadline) await sleep(100);
+  if (alive()) process.kill(pid, 'SIGQUIT');
+}
+
+/** Runs the built CLI against the target. */
+export async function cli(root: string, target: DatabaseTarget, args: string[]): Promise<string> {
+  const { stdout } = await runToEnd('hds ' + args.slice(0, 2).join(' '), process.execPath, [path.join(root, 'dist/cli/hds.js'), ...args], databaseEnv(target));
+  return stdout;
+}
+
+/** Issues a key for the team with the CLI; the key is alone on the last line. */
+export async function createKey(root: string, target: DatabaseTarget, teamId: string): Promise<string> {
+  const out = await cli(root, target, ['keys', 'create', '--team', teamId, '--name', 'bench']);
+  const key = out.trim().split('\n').pop() ?? '';
+  if (!key.startsWith('hds_')) throw new Error('keys create printed no key');
+  return key;
+}
