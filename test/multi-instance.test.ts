@@ -1,0 +1,102 @@
+/**
+ * Two service instances on one database behave as one service. Each instance
+ * here is its own app with its own pool, as two processes would have.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { App } from '../src/app.js';
+import { revokeKey } from '../src/auth/key-store.js';
+import { connect, type Sql } from '../src/db/client.js';
+import { migrate, migrationFiles } from '../src/db/migrate.js';
+import { databaseUrl, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('two instances on one database', () => {
+  let sqlA: Sql;
+  let sqlB: Sql;
+  let appA: App;
+  let appB: App;
+
+  before(async () => {
+    sqlA = testSql();
+    sqlB = testSql();
+    appA = await testApp(sqlA);
+    appB = await testApp(sqlB);
+  });
+  after(async () => {
+    await Promise.all([appA.close(), appB.close()]);
+    await Promise.all([sqlA.end(), sqlB.end()]);
+  });
+
+  const list = (app: App, team: TestTeam) => app.inject({ url: '/v2/user/', headers: { 'x-service-api-key': team.key } });
+
+  it('both see a revoked key refused within one second', async () => {
+    const team = await teamWithKey(sqlA);
+    // Both instances hold the key in their caches before it is revoked.
+    for (const app of [appA, appB]) assert.equal((await list(app, team)).statusCode, 200);
+    assert.ok(await revokeKey(sqlA, team.keyId));
+    const revokedAt = Date.now();
+    const refusedAfter = await Promise.all([appA, appB].map(async (app) => {
+      while ((await list(app, team)).statusCode !== 401) {
+        if (Date.now() - revokedAt > 2000) return Infinity;
+        await sleep(10);
+      }
+      return Date.now() - revokedAt;
+    }));
+    for (const ms of refusedAfter) assert.ok(ms <= 1000, `refused only after ${ms} ms`);
+  });
+
+  it('a user created on one instance is readable on the other at once, and its client_user_id is taken on both', async () => {
+    const team = await teamWithKey(sqlA);
+    const headers = { 'x-service-api-key': team.key };
+    const created = await appA.inject({ method: 'POST', url: '/v2/user/', headers, payload: { client_user_id: 'shared-1' } });
+    assert.equal(created.statusCode, 200);
+    const read = await appB.inject({ url: `/v2/user/${created.json().user_id}`, headers });
+    assert.equal(read.statusCode, 200);
+
+    // The same new client_user_id sent to both at once: exactly one creates it.
+    const [a, b] = await Promise.all([appA, appB].map((app) =>
+      app.inject({ method: 'POST', url: '/v2/user/', headers, payload: { client_user_id: 'shared-2' } })));
+    assert.deepEqual([a!.statusCode, b!.statusCode].sort(), [200, 400]);
+    const winner = (a!.statusCode === 200 ? a : b)!.json();
+    const loser = (a!.statusCode === 400 ? a : b)!.json();
+    assert.equal(loser.detail.user_id, winner.user_id);
+    assert.equal((await list(appB, team)).json().total, 2);
+  });
+});
+
+describe('migrations started by several instances at once', () => {
+  const name = `hds_migrate_${randomBytes(6).toString('hex')}`;
+  let admin: Sql;
+  let url: string;
+
+  before(async () => {
+    admin = testSql();
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+    const u = new URL(databaseUrl());
+    u.pathname = `/${name}`;
+    url = u.toString();
+  });
+  after(async () => {
+    await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  });
+
+  it('applies each migration once on a fresh database', async () => {
+    const pools = [connect(url, { max: 1 }), connect(url, { max: 1 }), connect(url, { max: 1 })];
+    try {
+      const applied = await Promise.all(pools.map((sql) => migrate(sql)));
+      const files = migrationFiles().map((m) => m.name);
+      // One instance applied everything; the others, waiting on the lock, found nothing left to do.
+      assert.deepEqual(applied.map((a) => a.length).sort(), [0, 0, files.length]);
+      assert.deepEqual(applied.find((a) => a.length > 0), files);
+      const rows = await pools[0]!<{ version: number }[]>`SELECT version FROM schema_migrations ORDER BY version`;
+      assert.deepEqual(rows.map((r) => r.version), migrationFiles().map((m) => m.version));
+      assert.deepEqual(await migrate(pools[1]!), [], 'a later start applies nothing');
+    } finally {
+      await Promise.all(pools.map((sql) => sql.end()));
+    }
+  });
+});
