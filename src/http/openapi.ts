@@ -37,7 +37,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     // Components are named after the schemas' $id (User, UserList…), not def-N.
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
     transform: ({ schema, url }) => ({ schema: documented(schema), url }),
-    transformObject: ({ openapiObject }) => withExamples(withRefSiblings(openapiObject as OpenApiDocument, sharedSchemas)),
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) return document.swaggerObject;
+      withExamples(withRefSiblings(document.openapiObject as OpenApiDocument, sharedSchemas));
+      return document.openapiObject;
+    },
   });
   app.get('/openapi.json', { schema: { hide: true } as FastifySchema }, async () => app.swagger());
 }
