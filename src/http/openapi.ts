@@ -30,7 +30,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       ],
       components: {
         securitySchemes: {
-          apiKey: { type: 'apiKey', in: 'header', name: API_KEY_HEADER, description: 'Team API key issued with `hds key create`' },
+          apiKey: { type: 'apiKey', in: 'header', name: API_KEY_HEADER, description: 'Team API key issued with `hds keys create`' },
         },
       },
     },
