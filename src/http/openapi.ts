@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
 import { API_KEY_HEADER } from '../auth/authenticate.js';
@@ -5,7 +6,8 @@ import { Type } from '@sinclair/typebox';
 import { ErrorMessage, sharedSchemas } from '../users/schemas.js';
 import { withExamples, withRefSiblings, type OpenApiDocument } from './openapi-post.js';
 
-const VERSION = '0.1.0';
+// package.json sits two levels up from both src/http and dist/http.
+const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /**
  * Registers @fastify/swagger so that the OpenAPI 3.1 document is built from
