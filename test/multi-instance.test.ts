@@ -4,12 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import { revokeKey } from '../src/auth/key-store.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { migrate, migrationFiles } from '../src/db/migrate.js';
-import { databaseUrl, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { databaseUrl, ROOT, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -98,5 +100,52 @@ describe('migrations started by several instances at once', () => {
     } finally {
       await Promise.all(pools.map((sql) => sql.end()));
     }
+  });
+});
+
+// Written through the HTTP surface and the documented settings only, so that it
+// holds whatever the store's internals. Until src/http/rate-limit.ts exists
+// there is no limit at all, and the test is reported as a todo, not a failure.
+const rateLimiting = fs.existsSync(path.join(ROOT, 'src', 'http', 'rate-limit.ts'));
+
+describe('two instances sharing one Redis', () => {
+  const LIMIT = 12;
+  const env = {
+    REDIS_URL: 'redis://127.0.0.1:6379',
+    RATE_LIMIT_PER_TEAM: String(LIMIT),
+    // The per-IP limit is out of the way: every injected request comes from 127.0.0.1.
+    RATE_LIMIT_PER_IP: '10000000',
+    // A long window: a window boundary falling inside the test would legitimately allow more.
+    RATE_LIMIT_WINDOW_S: '3600',
+  };
+  let sqlA: Sql;
+  let sqlB: Sql;
+  let appA: App;
+  let appB: App;
+
+  before(async () => {
+    sqlA = testSql();
+    sqlB = testSql();
+    appA = await testApp(sqlA, env);
+    appB = await testApp(sqlB, env);
+  });
+  after(async () => {
+    await Promise.all([appA?.close(), appB?.close()]);
+    await Promise.all([sqlA?.end(), sqlB?.end()]);
+  });
+
+  it('never lets a team exceed one limit across both instances', { todo: rateLimiting ? false : 'waiting for src/http/rate-limit.ts' }, async () => {
+    // A new team: its counters in Redis start at zero whatever else uses that Redis.
+    const team = await teamWithKey(sqlA);
+    const headers = { 'x-service-api-key': team.key };
+    const answers = await Promise.all(Array.from({ length: LIMIT * 3 }, (_, i) =>
+      (i % 2 === 0 ? appA : appB).inject({ url: '/v2/user/?limit=1', headers })));
+    const byApp = (app: 0 | 1, status: number) => answers.filter((a, i) => i % 2 === app && a.statusCode === status).length;
+    const allowed = byApp(0, 200) + byApp(1, 200);
+    assert.equal(allowed, LIMIT, `${allowed} requests allowed for a limit of ${LIMIT}`);
+    assert.equal(allowed + byApp(0, 429) + byApp(1, 429), answers.length, 'every answer is 200 or 429');
+    assert.ok(byApp(0, 429) > 0 && byApp(1, 429) > 0, 'both instances refuse once the shared limit is reached');
+    const refused = answers.find((a) => a.statusCode === 429)!;
+    assert.ok(Number(refused.headers['retry-after']) >= 1);
   });
 });
