@@ -70,13 +70,9 @@ CREATE TABLE user_sources (
   PRIMARY KEY (user_id, source_id)
 );
 
--- The API's User object, built by PostgreSQL as compact JSON text, so that a
--- response is the bytes of this column with no re-encoding in Node.
--- row_to_json keeps the column order (the contract's key order) and writes no
--- spaces. A view is inlined into each query: filters on team_id, user_id and
--- position use the indexes, and the sub-selects run only for rows returned.
--- to_json of a timestamptz in a UTC session gives ISO 8601 with "+00:00" and
--- the stored fractional seconds.
+-- The API's User object computed from the normalized tables. row_to_json keeps the column order (the
+-- contract's key order) and writes no spaces; to_json of a timestamptz in a
+-- UTC session gives ISO 8601 with "+00:00" and the stored fractional seconds.
 CREATE VIEW user_documents AS
 SELECT u.team_id, u.user_id, u.client_user_id, u.position, row_to_json(d)::text AS doc
 FROM users u
@@ -91,9 +87,11 @@ CROSS JOIN LATERAL (
       FROM (
         SELECT us.created_on, s.slug, row_to_json(c)::text AS doc
         FROM user_sources us
-        JOIN sources s ON s.source_id = us.source_id
-        CROSS JOIN LATERAL (SELECT row_to_json(src) AS doc FROM (SELECT s.name, s.slug, s.logo) src) sd
-        CROSS JOIN LATERAL (SELECT us.created_on, sd.doc AS source, sd.doc AS provider) c
+        -- LATERAL pins the join order: the user's few links first, then one catalogue row each.
+        CROSS JOIN LATERAL (SELECT s.slug, row_to_json(src) AS doc
+                            FROM sources s CROSS JOIN LATERAL (SELECT s.name, s.slug, s.logo) src
+                            WHERE s.source_id = us.source_id) s
+        CROSS JOIN LATERAL (SELECT us.created_on, s.doc AS source, s.doc AS provider) c
         WHERE us.user_id = u.user_id
       ) x
     ), '[]'::json) AS connected_sources,

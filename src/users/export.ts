@@ -8,7 +8,7 @@ import type { Sql } from '../db/client.js';
  */
 export async function* exportUsers(sql: Sql, teamId: string): AsyncGenerator<string> {
   const cursor = sql<{ doc: string }[]>`
-    SELECT doc FROM user_documents WHERE team_id = ${teamId} ORDER BY position`.cursor(1000);
+    SELECT doc FROM users WHERE team_id = ${teamId} ORDER BY position`.cursor(1000);
   for await (const rows of cursor) {
     let chunk = '';
     for (const { doc } of rows) {

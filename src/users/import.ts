@@ -4,6 +4,7 @@ import type { Writable } from 'node:stream';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Sql, Tx } from '../db/client.js';
 import { isClientUserId, isPastDate, isTimeZone } from './rules.js';
+import { pgTimestamp, userDocument } from './document.js';
 
 const SourceIn = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 200 }),
@@ -76,22 +77,34 @@ export function stageLine(text: string, lineNo: number): string {
     throw new ImportError(lineNo, `${where}: ${what}`);
   }
   const u = value;
+  const time = (field: string, v: string): string => {
+    const t = pgTimestamp(v);
+    if (t === null) throw new ImportError(lineNo, `${field}: ${JSON.stringify(v)} is not a date-time PostgreSQL stores exactly (at most microseconds, years 1000-9999)`);
+    return t;
+  };
   const slugs = new Set<string>();
-  for (const cs of u.connected_sources) {
+  const links = u.connected_sources.map((cs, i) => {
     if (slugs.has(cs.source.slug)) throw new ImportError(lineNo, `connected_sources: source "${cs.source.slug}" appears twice`);
     slugs.add(cs.source.slug);
-  }
+    return { created_on: time(`connected_sources.${i}.created_on`, cs.created_on), source: cs.source };
+  });
   if (u.ingestion_start && u.ingestion_end && u.ingestion_start > u.ingestion_end) {
     throw new ImportError(lineNo, 'ingestion_start is after ingestion_end');
   }
-  const tz = u.fallback_time_zone;
-  const bd = u.fallback_birth_date ?? null;
-  const sources = JSON.stringify(u.connected_sources.map((cs) => [cs.source.slug, cs.source.name, cs.source.logo, cs.created_on]));
+  const tz = u.fallback_time_zone && { ...u.fallback_time_zone, updated_at: time('fallback_time_zone.updated_at', u.fallback_time_zone.updated_at) };
+  const bd = u.fallback_birth_date ? { ...u.fallback_birth_date, updated_at: time('fallback_birth_date.updated_at', u.fallback_birth_date.updated_at) } : null;
+  const user = {
+    user_id: u.user_id.toLowerCase(), team_id: u.team_id.toLowerCase(), client_user_id: u.client_user_id,
+    created_on: time('created_on', u.created_on), connected_sources: links,
+    fallback_time_zone: tz, fallback_birth_date: bd,
+    ingestion_start: u.ingestion_start ?? null, ingestion_end: u.ingestion_end ?? null,
+  };
+  const sources = JSON.stringify(links.map((cs) => [cs.source.slug, cs.source.name, cs.source.logo, cs.created_on]));
   return [
-    String(lineNo), u.user_id, u.team_id, copyField(u.client_user_id), u.created_on,
+    String(lineNo), user.user_id, user.team_id, copyField(user.client_user_id), user.created_on,
     copyField(tz?.id ?? null), copyField(tz?.source_slug ?? null), copyField(tz?.updated_at ?? null),
     copyField(bd?.value ?? null), copyField(bd?.source_slug ?? null), copyField(bd?.updated_at ?? null),
-    copyField(u.ingestion_start ?? null), copyField(u.ingestion_end ?? null), copyField(sources),
+    copyField(user.ingestion_start), copyField(user.ingestion_end), copyField(sources), copyField(userDocument(user)),
   ].join('\t') + '\n';
 }
 
@@ -135,7 +148,7 @@ export async function importUsers(
         created_on timestamptz NOT NULL,
         tz text, tz_source text, tz_updated_at timestamptz,
         bd date, bd_source text, bd_updated_at timestamptz,
-        ingestion_start date, ingestion_end date, sources json NOT NULL
+        ingestion_start date, ingestion_end date, sources json NOT NULL, doc text NOT NULL
       ) ON COMMIT DROP`;
 
     const copy = await tx`COPY import_users FROM STDIN`.writable();
@@ -189,6 +202,11 @@ async function checkStaged(tx: Tx): Promise<void> {
     SELECT max(line) AS line, 'client_user_id ' || to_json(client_user_id)::text || ' already appears in this team on line ' || min(line) AS reason
     FROM import_users GROUP BY team_id, client_user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
   await failAt(await tx<{ line: number; reason: string }[]>`
+    SELECT max(line) AS line, 'source ' || to_json(slug)::text || ' has another name or logo on line ' || min(line) AS reason
+    FROM (SELECT DISTINCT ON (e->>0, e->>1, e->>2) i.line, e->>0 AS slug
+          FROM import_users i, json_array_elements(i.sources) e ORDER BY e->>0, e->>1, e->>2, i.line) d
+    GROUP BY slug HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
+  await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT i.line, 'user_id ' || i.user_id || ' belongs to another team' AS reason
     FROM import_users i JOIN users u ON u.user_id = i.user_id AND u.team_id <> i.team_id
     ORDER BY i.line LIMIT 1`);
@@ -215,11 +233,14 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
     CREATE TEMP TABLE import_sources ON COMMIT DROP AS
     SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
     FROM import_users i, json_array_elements(i.sources) e`;
-  await tx`
-    INSERT INTO sources (slug, name, logo)
-    SELECT DISTINCT ON (slug) slug, name, logo FROM import_sources ORDER BY slug, line DESC
+  // The file's description of a source replaces the catalogue's; stored users of a changed source get new documents below.
+  const upserted = await tx<{ source_id: number; existed: boolean }[]>`
+    INSERT INTO sources AS c (slug, name, logo)
+    SELECT DISTINCT ON (slug) slug, name, logo FROM import_sources ORDER BY slug, line
     ON CONFLICT (slug) DO UPDATE SET name = excluded.name, logo = excluded.logo
-    WHERE (sources.name, sources.logo) IS DISTINCT FROM (excluded.name, excluded.logo)`;
+    WHERE (c.name, c.logo) IS DISTINCT FROM (excluded.name, excluded.logo)
+    RETURNING source_id, (xmax <> 0) AS existed`;
+  const renamed = upserted.filter((s) => s.existed);
 
   // The team's list order over stored and incoming users together.
   await tx`
@@ -241,9 +262,9 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
       user_id, team_id, client_user_id, created_on, position,
       fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
       fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-      ingestion_start, ingestion_end)
+      ingestion_start, ingestion_end, doc)
     SELECT i.user_id, i.team_id, i.client_user_id, i.created_on, r.position,
-      i.tz, i.tz_source, i.tz_updated_at, i.bd, i.bd_source, i.bd_updated_at, i.ingestion_start, i.ingestion_end
+      i.tz, i.tz_source, i.tz_updated_at, i.bd, i.bd_source, i.bd_updated_at, i.ingestion_start, i.ingestion_end, i.doc
     FROM import_users i JOIN import_ranked r USING (user_id)
     -- In index order: appends to the (team_id, position) index instead of random inserts.
     ORDER BY i.team_id, r.position
@@ -253,12 +274,12 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
       fallback_time_zone_updated_at = excluded.fallback_time_zone_updated_at,
       fallback_birth_date = excluded.fallback_birth_date, fallback_birth_date_source = excluded.fallback_birth_date_source,
       fallback_birth_date_updated_at = excluded.fallback_birth_date_updated_at,
-      ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end
-    WHERE (u.client_user_id, u.created_on, u.position, u.fallback_time_zone, u.fallback_time_zone_source,
+      ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end, doc = excluded.doc
+    WHERE (u.doc, u.client_user_id, u.created_on, u.position, u.fallback_time_zone, u.fallback_time_zone_source,
            u.fallback_time_zone_updated_at, u.fallback_birth_date, u.fallback_birth_date_source,
            u.fallback_birth_date_updated_at, u.ingestion_start, u.ingestion_end)
       IS DISTINCT FROM
-          (excluded.client_user_id, excluded.created_on, excluded.position, excluded.fallback_time_zone,
+          (excluded.doc, excluded.client_user_id, excluded.created_on, excluded.position, excluded.fallback_time_zone,
            excluded.fallback_time_zone_source, excluded.fallback_time_zone_updated_at, excluded.fallback_birth_date,
            excluded.fallback_birth_date_source, excluded.fallback_birth_date_updated_at, excluded.ingestion_start,
            excluded.ingestion_end)
@@ -283,6 +304,17 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
     ON CONFLICT (user_id, source_id) DO UPDATE SET created_on = excluded.created_on
     WHERE us.created_on <> excluded.created_on`;
 
+  if (renamed.length > 0) {
+    await tx`
+      UPDATE users u SET doc = v.doc
+      FROM user_documents v
+      WHERE v.user_id = u.user_id
+        AND u.user_id IN (SELECT user_id FROM user_sources WHERE source_id = ANY(${renamed.map((r) => r.source_id)}::int[]))
+        AND u.doc <> v.doc`;
+  }
+
+  // Fresh statistics, so that the first reads after a large import get index plans.
+  await tx`ANALYZE users, user_sources, sources`;
   await tx`
     UPDATE teams t SET user_count = c.n
     FROM (SELECT team_id, count(*) AS n FROM import_ranked GROUP BY team_id) c

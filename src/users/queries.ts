@@ -1,6 +1,7 @@
 import type { Queryable, Sql } from '../db/client.js';
+import { userDocument } from './document.js';
 
-/** A user as JSON text, exactly the API's User object (built by the user_documents view). */
+/** A user as JSON text, exactly the API's User object (stored in users.doc). */
 export interface UserDoc {
   user_id: string;
   doc: string;
@@ -8,13 +9,13 @@ export interface UserDoc {
 
 export async function findUserDoc(sql: Sql, teamId: string, userId: string): Promise<UserDoc | undefined> {
   const [row] = await sql<UserDoc[]>`
-    SELECT user_id, doc FROM user_documents WHERE team_id = ${teamId} AND user_id = ${userId}`;
+    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND user_id = ${userId}`;
   return row;
 }
 
 export async function findUserDocByClientUserId(sql: Sql, teamId: string, clientUserId: string): Promise<UserDoc | undefined> {
   const [row] = await sql<UserDoc[]>`
-    SELECT user_id, doc FROM user_documents WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`;
+    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`;
   return row;
 }
 
@@ -35,10 +36,10 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
     SELECT t.user_count AS total, p.docs, p.ids
     FROM teams t
     CROSS JOIN LATERAL (
-      SELECT string_agg(d.doc, ',' ORDER BY d.position) AS docs,
-             string_agg(d.user_id::text, ',' ORDER BY d.position) AS ids
-      FROM user_documents d
-      WHERE d.team_id = t.team_id AND d.position > ${offset} AND d.position <= ${offset + limit}
+      SELECT string_agg(u.doc, ',' ORDER BY u.position) AS docs,
+             string_agg(u.user_id::text, ',' ORDER BY u.position) AS ids
+      FROM users u
+      WHERE u.team_id = t.team_id AND u.position > ${offset} AND u.position <= ${offset + limit}
     ) p
     WHERE t.team_id = ${teamId}`;
   if (!row) return { total: 0, docs: '', userIds: [] };
@@ -73,24 +74,33 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
       FROM users WHERE team_id = ${teamId} AND client_user_id = ${input.client_user_id}`;
     if (existing) return { created: false, existing };
 
+    // The id and the time come from PostgreSQL, the time as PostgreSQL writes it, so the stored document matches the row.
+    const [fresh] = await tx<{ user_id: string; now: string }[]>`
+      SELECT gen_random_uuid() AS user_id, to_json(clock_timestamp()) #>> '{}' AS now`;
+    const { user_id, now } = fresh!;
+    const doc = userDocument({
+      user_id, team_id: teamId, client_user_id: input.client_user_id, created_on: now, connected_sources: [],
+      fallback_time_zone: input.fallback_time_zone ? { id: input.fallback_time_zone, source_slug: 'manual', updated_at: now } : null,
+      fallback_birth_date: input.fallback_birth_date ? { value: input.fallback_birth_date, source_slug: 'manual', updated_at: now } : null,
+      ingestion_start: input.ingestion_start ?? null, ingestion_end: input.ingestion_end ?? null,
+    });
     const [row] = await tx<{ user_id: string; sorts_last: boolean }[]>`
       WITH last AS (
         SELECT created_on, user_id FROM users WHERE team_id = ${teamId} ORDER BY position DESC LIMIT 1
-      ), fresh AS (
-        SELECT gen_random_uuid() AS user_id, clock_timestamp() AS created_on
       )
       INSERT INTO users (
         user_id, team_id, client_user_id, created_on, position,
         fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
         fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-        ingestion_start, ingestion_end)
-      SELECT f.user_id, ${teamId}::uuid, ${input.client_user_id}::text, f.created_on, ${Number(team.user_count) + 1}::bigint,
-        ${input.fallback_time_zone ?? null}::text, ${input.fallback_time_zone ? 'manual' : null}::text,
-        ${input.fallback_time_zone ? sql`f.created_on` : sql`NULL::timestamptz`},
-        ${input.fallback_birth_date ?? null}::date, ${input.fallback_birth_date ? 'manual' : null}::text,
-        ${input.fallback_birth_date ? sql`f.created_on` : sql`NULL::timestamptz`},
-        ${input.ingestion_start ?? null}::date, ${input.ingestion_end ?? null}::date
-      FROM fresh f
+        ingestion_start, ingestion_end, doc)
+      -- Times are bound as text: the driver would turn a timestamptz parameter into a JS Date and drop the microseconds.
+      VALUES (
+        ${user_id}, ${teamId}, ${input.client_user_id}, ${now}::text::timestamptz, ${Number(team.user_count) + 1},
+        ${input.fallback_time_zone ?? null}, ${input.fallback_time_zone ? 'manual' : null},
+        ${input.fallback_time_zone ? now : null}::text::timestamptz,
+        ${input.fallback_birth_date ?? null}, ${input.fallback_birth_date ? 'manual' : null},
+        ${input.fallback_birth_date ? now : null}::text::timestamptz,
+        ${input.ingestion_start ?? null}, ${input.ingestion_end ?? null}, ${doc})
       RETURNING user_id,
         NOT EXISTS (SELECT 1 FROM last l WHERE (l.created_on, l.user_id) > (users.created_on, users.user_id)) AS sorts_last`;
     if (!row) throw new Error('insert returned no row');

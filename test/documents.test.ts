@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import type { Sql } from '../src/db/client.js';
+import type { App } from '../src/app.js';
+import { importUsers } from '../src/users/import.js';
+import { pgTimestamp } from '../src/users/document.js';
+import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+
+/** Users whose stored document differs from the one the user_documents view computes. */
+async function mismatches(sql: Sql, teamId: string): Promise<{ user_id: string; stored: string; computed: string }[]> {
+  return [...await sql<{ user_id: string; stored: string; computed: string }[]>`
+    SELECT u.user_id, u.doc AS stored, v.doc AS computed
+    FROM users u JOIN user_documents v USING (user_id)
+    WHERE u.team_id = ${teamId} AND u.doc IS DISTINCT FROM v.doc`];
+}
+
+describe('stored user documents (users.doc) equal the reference view', () => {
+  let sql: Sql;
+  let app: App;
+  let team: TestTeam;
+  // A source of this test's own: renaming it must not touch other test files' users.
+  const slug = `doc_test_${randomUUID().slice(0, 8)}`;
+  const source = { name: 'Doc "Test" \\ Source', slug, logo: `https://example.com/${slug}.png` };
+
+  before(async () => {
+    sql = testSql();
+    app = await testApp(sql);
+    team = await teamWithKey(sql);
+  });
+  after(async () => {
+    await app.close();
+    await sql.end();
+  });
+
+  it('after an import of generated users and awkward values', async () => {
+    const users = generateUsers(300).map((u) => ({ ...u, team_id: team.teamId }));
+    users[0] = {
+      ...users[0], client_user_id: 'quote " backslash \\ tab-free unicode ☃ é',
+      created_on: '2021-03-04T05:06:07.123456+02:00',
+      connected_sources: [
+        { created_on: '2021-03-05T00:00:00Z', source },
+        { created_on: '2021-03-05T00:00:00.000000+00:00', source: { name: 'Oura', slug: 'oura', logo: 'https://storage.example.com/providers/oura.png' } },
+      ],
+      fallback_time_zone: { id: 'UTC', source_slug: 'manual', updated_at: '2021-03-04T23:59:59.9-05:30' },
+    };
+    await importUsers(sql, lines(users));
+    assert.deepEqual(await mismatches(sql, team.teamId), []);
+  });
+
+  it('after a create through the API', async () => {
+    const res = await app.inject({
+      method: 'POST', url: '/v2/user/', headers: { 'x-service-api-key': team.key },
+      payload: { client_user_id: 'created-doc', fallback_time_zone: 'Europe/London', fallback_birth_date: '1990-01-31', ingestion_start: '2024-01-01' },
+    });
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(await mismatches(sql, team.teamId), []);
+  });
+
+  it("after an import that changes a source's name and logo, for users not in that import", async () => {
+    const other = await teamWithKey(sql);
+    const [user] = generateUsers(1).map((u) => ({ ...u, team_id: other.teamId, connected_sources: [{ created_on: '2024-01-01T00:00:00+00:00', source: { ...source, name: 'Renamed', logo: 'https://example.com/new.png' } }] }));
+    await importUsers(sql, lines([user!]));
+    assert.deepEqual(await mismatches(sql, team.teamId), []);
+    const [stored] = await sql<{ doc: string }[]>`
+      SELECT doc FROM users WHERE team_id = ${team.teamId} AND doc LIKE '%Renamed%'`;
+    assert.ok(stored, "the first team's user with that source shows the new name");
+  });
+
+  it('writes date-times exactly as PostgreSQL does', async () => {
+    const samples = ['2021-03-04T05:06:07.123456+02:00', '2021-03-04T05:06:07Z', '2021-03-04T05:06:07.100+00:00',
+      '1999-12-31T23:30:00-01:00', '2024-02-29T12:00:00.000001+00:00', '2021-03-04T05:06:07.5+14:00'];
+    for (const s of samples) {
+      const [row] = await sql<{ t: string }[]>`SELECT to_json(${s}::text::timestamptz) #>> '{}' AS t`;
+      assert.equal(pgTimestamp(s), row!.t, s);
+    }
+    assert.equal(pgTimestamp('2021-03-04T05:06:07.1234567+00:00'), null, 'more than microseconds is refused, not rounded');
+  });
+});
