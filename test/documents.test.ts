@@ -34,7 +34,7 @@ describe('stored user documents (users.doc) equal the reference view', () => {
   });
 
   it('after an import of generated users and awkward values', async () => {
-    const users = generateUsers(300).map((u) => ({ ...u, team_id: team.teamId }));
+    const users: Record<string, any>[] = generateUsers(300).map((u) => ({ ...u, team_id: team.teamId }));
     users[0] = {
       ...users[0], client_user_id: 'quote " backslash \\ tab-free unicode ☃ é',
       created_on: '2021-03-04T05:06:07.123456+02:00',
