@@ -22,6 +22,8 @@ export function migrationFiles(dir = MIGRATIONS_DIR): Migration[] {
  */
 export async function migrate(sql: Sql): Promise<string[]> {
   return sql.begin(async (tx) => {
+    // Migrations rewrite whole tables: the pool's request-sized statement timeout does not apply.
+    await tx`SET LOCAL statement_timeout = 0`;
     await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
     await tx`CREATE TABLE IF NOT EXISTS schema_migrations (
       version int PRIMARY KEY,
