@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import postgres from 'postgres';
 import type { Dataset } from './dataset.js';
 import { cli, stopOrphanEmbedded, type DatabaseTarget } from './service.js';
@@ -41,15 +43,50 @@ async function recreate(url: string): Promise<void> {
 }
 
 /**
- * Makes the target ready for an import: an empty database, or, with `reuse`,
- * one that already holds exactly this dataset (then returns false: no import needed).
+ * The schema the database was imported under: migrations/ is still edited in
+ * place while the project is young, so a reused database is only as good as
+ * the migrations it was built with.
  */
-export async function prepareDatabase(root: string, target: DatabaseTarget, dataset: Dataset, reuse: boolean, say: (msg: string) => void): Promise<boolean> {
-  const exists = 'databaseUrl' in target ? await databaseExists(target.databaseUrl) : fs.existsSync(target.dataDir);
-  if (reuse && exists && (await holdsDataset(root, target, dataset))) {
-    say('reusing the database of an earlier run (same dataset): no import');
+function migrationsFingerprint(root: string): string {
+  const dir = path.join(root, 'migrations');
+  const hash = createHash('sha256');
+  for (const name of fs.readdirSync(dir).sort()) hash.update(name).update('\0').update(fs.readFileSync(path.join(dir, name))).update('\0');
+  return hash.digest('hex');
+}
+
+/** Records, next to the work files, what a database holds; --reuse trusts only a matching record. */
+export function markImported(root: string, markerFile: string, dataset: Dataset): void {
+  fs.mkdirSync(path.dirname(markerFile), { recursive: true });
+  fs.writeFileSync(markerFile, JSON.stringify({ dataset: dataset.file, users: dataset.users, migrations: migrationsFingerprint(root) }) + '\n');
+}
+
+function markerMatches(root: string, markerFile: string, dataset: Dataset): boolean {
+  try {
+    const m = JSON.parse(fs.readFileSync(markerFile, 'utf8')) as { dataset: string; users: number; migrations: string };
+    return m.dataset === dataset.file && m.users === dataset.users && m.migrations === migrationsFingerprint(root);
+  } catch {
     return false;
   }
+}
+
+/**
+ * Makes the target ready for an import: an empty database, or, with `reuse`,
+ * one that already holds exactly this dataset under the current migrations
+ * (then returns false: no import needed).
+ */
+export async function prepareDatabase(root: string, target: DatabaseTarget, dataset: Dataset, reuse: boolean, markerFile: string, say: (msg: string) => void): Promise<boolean> {
+  const exists = 'databaseUrl' in target ? await databaseExists(target.databaseUrl) : fs.existsSync(target.dataDir);
+  if (reuse && exists) {
+    if (!markerMatches(root, markerFile, dataset)) {
+      say('not reusing the database: it was imported under other migrations (or by another dataset); importing again');
+    } else if (await holdsDataset(root, target, dataset)) {
+      say('reusing the database of an earlier run (same dataset, same migrations): no import');
+      return false;
+    } else {
+      say('not reusing the database: its team sizes differ from the dataset; importing again');
+    }
+  }
+  fs.rmSync(markerFile, { force: true });
   if ('databaseUrl' in target) {
     say(`creating database ${new URL(target.databaseUrl).pathname.slice(1)}`);
     await recreate(target.databaseUrl);

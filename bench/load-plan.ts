@@ -35,4 +35,6 @@ export interface LoadResult {
   /** Connection errors and timeouts. */
   socketErrors: number;
   durationS: number;
+  /** The machine's 1-minute load average when the run started: other engineers' work shows here. */
+  loadAvg1AtStart?: number;
 }

@@ -21,6 +21,10 @@ export interface BenchOptions {
   noBuild: boolean;
   /** Only these scenario ids (all when empty). */
   only: string[];
+  /** Extra environment for the service (`--service-env LOG_LEVEL=warn`), to try a change without editing code. */
+  serviceEnv: Record<string, string>;
+  /** Write V8 CPU profiles of the service (one per process) next to its log. */
+  profile: boolean;
 }
 
 const USAGE = `usage: npm run bench -- [options]
@@ -36,6 +40,8 @@ const USAGE = `usage: npm run bench -- [options]
   --database-url URL server to create the bench database on (default postgres://postgres@127.0.0.1:5432/hds_bench_u<users>_t<teams>_s<seed>)
   --no-build         use dist/ as it is instead of running npm run build first
   --skip-startup     skip the embedded first start / restart measurement
+  --service-env K=V  extra environment for the service (repeatable), e.g. LOG_LEVEL=warn to see what logging costs
+  --profile          write V8 CPU profiles of the service (node --cpu-prof) next to its log in bench/.work/logs
   --only IDS         run only these scenarios, e.g. get-one,list-first (the floor too)
 
 Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL.`;
@@ -65,6 +71,8 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
         'skip-startup': { type: 'boolean', default: false },
         'no-build': { type: 'boolean', default: false },
         only: { type: 'string', default: '' },
+        'service-env': { type: 'string', multiple: true, default: [] },
+        profile: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -87,6 +95,12 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
   } catch {
     throw new UsageError(`--database-url is not a URL: ${databaseUrl}`);
   }
+  const serviceEnv: Record<string, string> = {};
+  for (const pair of v['service-env']) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(pair);
+    if (!m) throw new UsageError(`--service-env wants NAME=VALUE, got "${pair}"`);
+    serviceEnv[m[1]!] = m[2]!;
+  }
   return {
     users,
     teams,
@@ -99,6 +113,8 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
     databaseUrl,
     skipStartup: v['skip-startup'],
     noBuild: v['no-build'],
+    serviceEnv,
+    profile: v.profile,
     only: v.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
   };
 }

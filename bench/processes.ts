@@ -142,26 +142,26 @@ function nodeTree(root: number): number[] {
 }
 
 export interface MemorySampler {
-  /** Peak of the summed resident set of the tree's Node processes, in kB. */
-  peakKb(): number;
-  stop(): number;
+  /** Stops sampling; returns the peaks in kB: the summed resident set of the tree's Node processes, and the largest single one. */
+  stop(): { totalKb: number; largestKb: number };
 }
 
 /** Samples VmRSS of `root` and its Node children every `intervalMs`. */
 export function sampleMemory(root: number, intervalMs = 100): MemorySampler {
-  let peak = 0;
+  let totalKb = 0;
+  let largestKb = 0;
   const sample = () => {
-    const total = nodeTree(root).reduce((sum, pid) => sum + (statusField(pid, 'VmRSS') ?? 0), 0);
-    if (total > peak) peak = total;
+    const each = nodeTree(root).map((pid) => statusField(pid, 'VmRSS') ?? 0);
+    totalKb = Math.max(totalKb, each.reduce((a, b) => a + b, 0));
+    largestKb = Math.max(largestKb, ...each);
   };
   sample();
   const timer = setInterval(sample, intervalMs);
   timer.unref();
   return {
-    peakKb: () => peak,
     stop: () => {
       clearInterval(timer);
-      return peak;
+      return { totalKb, largestKb };
     },
   };
 }

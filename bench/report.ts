@@ -21,8 +21,10 @@ export interface ScenarioResult {
 
 export interface PassResult {
   workers: number;
-  /** Peak summed VmRSS of the service's Node processes while it was under load. */
+  /** Peak summed VmRSS of the service's Node processes (primary and workers) while it was under load. */
   memoryPeakMb: number;
+  /** Peak VmRSS of its largest single process. */
+  memoryLargestProcessMb: number;
   logFile: string;
   scenarios: ScenarioResult[];
 }
@@ -39,7 +41,7 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; node: string; loadAvgAtStart: number[] };
-  settings: { users: number; teams: number; seed: number; durationS: number; connections: number; database: string };
+  settings: { users: number; teams: number; seed: number; durationS: number; connections: number; database: string; serviceEnv: Record<string, string> };
   dataset: { users: number; teams: number; biggest: { teamId: string; users: number }; smallest: { teamId: string; users: number } };
   import: ImportResult | null;
   startup: StartupResult | null;
@@ -93,9 +95,11 @@ const verdict = (pass: boolean) => (pass ? 'pass' : 'FAIL');
 export function renderReport(report: BenchReport): string {
   const out: string[] = [];
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
-    `${report.settings.connections} connections, ${report.settings.durationS} s per scenario; database: ${report.settings.database}`);
+    `${report.settings.connections} connections, ${report.settings.durationS} s per scenario; database: ${report.settings.database}` +
+    (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''));
   for (const pass of report.passes) {
-    out.push('', `service with WORKERS=${pass.workers} (peak RSS under load ${pass.memoryPeakMb.toFixed(0)} MB; log ${pass.logFile})`);
+    const rss = pass.workers > 1 ? `${pass.memoryPeakMb.toFixed(0)} MB in all, largest process ${pass.memoryLargestProcessMb.toFixed(0)} MB` : `${pass.memoryPeakMb.toFixed(0)} MB`;
+    out.push('', `service with WORKERS=${pass.workers} (peak RSS under load ${rss}; log ${pass.logFile})`);
     out.push(table(
       ['#', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'floor req/s', 'ratio', 'errors', 'target', 'measured', 'result'],
       pass.scenarios.map((s, i) => [

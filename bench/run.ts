@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { capture, type CapturedResponse } from './capture.js';
 import { renderChart } from './chart.js';
-import { prepareDatabase } from './database.js';
+import { markImported, prepareDatabase } from './database.js';
 import { prepareDataset, type Dataset } from './dataset.js';
 import { startFloor } from './floor.js';
 import { runImport, type ImportResult } from './import.js';
@@ -42,7 +42,8 @@ async function totalOf(baseUrl: string, key: string): Promise<number | undefined
 async function runPass(o: BenchOptions, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, workers: number, checks: Check[], first: boolean): Promise<PassResult> {
   const logFile = path.join(logDir, `service-workers-${workers}.log`);
   say(`starting the service with WORKERS=${workers} (log: ${path.relative(root, logFile)})`);
-  const service = await startService({ root, target, logFile, workers });
+  const profileDir = o.profile ? path.join(logDir, `profile-workers-${workers}`) : undefined;
+  const service = await startService({ root, target, logFile, workers, extraEnv: o.serviceEnv, profileDir });
   const memory = sampleMemory(service.child.pid);
   let floor: Awaited<ReturnType<typeof startFloor>> | undefined;
   try {
@@ -73,9 +74,11 @@ async function runPass(o: BenchOptions, workDir: string, logDir: string, target:
       say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s`);
       measured.push({ scenario: s, service: onService, floor: onFloor });
     }
-    const memoryPeakMb = memory.stop() / 1024;
+    const peaks = memory.stop();
+    const memoryPeakMb = peaks.totalKb / 1024;
     checks.push({ name: `service RSS under load (WORKERS=${workers})`, value: `${memoryPeakMb.toFixed(0)} MB`, target: `<= ${LIMITS.serviceRssMb} MB`, pass: memoryPeakMb <= LIMITS.serviceRssMb });
-    return { workers, memoryPeakMb, logFile: path.relative(root, logFile), scenarios: judge(measured) };
+    if (profileDir) say(`CPU profiles of the service will be in ${path.relative(root, profileDir)} (open them in Chrome DevTools)`);
+    return { workers, memoryPeakMb, memoryLargestProcessMb: peaks.largestKb / 1024, logFile: path.relative(root, logFile), scenarios: judge(measured) };
   } finally {
     memory.stop();
     await floor?.stop();
@@ -131,10 +134,12 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   const target: DatabaseTarget = o.embedded
     ? { dataDir: path.join(workDir, `embedded-u${o.users}_t${o.teams}_s${o.seed}`) }
     : { databaseUrl: o.databaseUrl };
+  const markerFile = path.join(workDir, 'databases', 'databaseUrl' in target ? `${new URL(target.databaseUrl).pathname.slice(1)}.json` : `${path.basename(target.dataDir)}.json`);
   let importResult: ImportResult | null = null;
-  if (await prepareDatabase(root, target, dataset, o.reuse, say)) {
+  if (await prepareDatabase(root, target, dataset, o.reuse, markerFile, say)) {
     say(`importing ${dataset.users.toLocaleString('en')} users with the CLI`);
     importResult = await runImport(root, target, dataset.file, dataset.users);
+    markImported(root, markerFile, dataset);
     say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB (${importResult.summary})`);
   }
   const keys: Keys = {
@@ -163,6 +168,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     settings: {
       users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, connections: o.connections,
       database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
+      serviceEnv: o.serviceEnv,
     },
     dataset: { users: dataset.users, teams: dataset.teams.length, biggest: dataset.biggest, smallest: dataset.smallest },
     import: importResult,

@@ -59,6 +59,8 @@ export interface ServiceOptions {
   logFile: string;
   workers?: number;
   extraEnv?: Record<string, string>;
+  /** Directory for V8 CPU profiles (node --cpu-prof), written when the service exits. */
+  profileDir?: string;
   timeoutMs?: number;
 }
 
@@ -78,7 +80,8 @@ export async function startService(o: ServiceOptions): Promise<Service> {
   };
   fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
   const since = Date.now();
-  const child = startProcess('service', process.execPath, [path.join(o.root, 'dist/server.js')], { env, logFile: o.logFile });
+  const nodeArgs = o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : [];
+  const child = startProcess('service', process.execPath, [...nodeArgs, path.join(o.root, 'dist/server.js')], { env, logFile: o.logFile });
   const baseUrl = `http://127.0.0.1:${port}`;
   try {
     const startMs = await waitForHttp(`${baseUrl}/v2/user/`, child, since, o.timeoutMs ?? 60_000);
