@@ -1,3 +1,4 @@
+import pino from 'pino';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/database.js';
@@ -20,7 +21,11 @@ async function startServer(config: Config) {
   if (db.embedded && config.demoSeed && (await isEmpty(db.sql))) demo = await seedDemo(db.sql);
 
   const reads = new ReadRouter(db.sql, db.replicas.map((sql, i) => ({ sql, url: config.databaseReadUrls[i]! })));
-  const app = await buildApp({ config, sql: db.sql, reads });
+  // Buffered, asynchronous log writes: one write per 4 KiB instead of a syscall per line on the request path.
+  // Flushed at shutdown; a crash can lose at most the last 4 KiB.
+  const logDestination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
+  const logger = pino({ level: config.logLevel }, logDestination);
+  const app = await buildApp({ config, sql: db.sql, reads, loggerInstance: logger });
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
   app.server.headersTimeout = config.headersTimeoutMs;
   const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
@@ -55,6 +60,7 @@ async function startServer(config: Config) {
         await metricsServer?.close();
         await reads.close();
         await db.close();
+        logDestination.flushSync();
       }
     })();
     return stopping;
