@@ -12,6 +12,9 @@ import { registerOpenApi } from './http/openapi.js';
 import { registerDocs } from './http/docs.js';
 import { healthRoutes } from './http/health.js';
 import { registerMetrics } from './http/metrics.js';
+import { registerRateLimit } from './http/rate-limit.js';
+import { registerCors } from './http/cors.js';
+import { registerShutdownGuard } from './http/shutdown-guard.js';
 import { sharedSchemas } from './users/schemas.js';
 import { userRoutes } from './users/routes.js';
 
@@ -45,7 +48,9 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     requestTimeout: config.requestTimeoutMs,
     keepAliveTimeout: config.keepAliveTimeoutMs,
     connectionTimeout: config.requestTimeoutMs,
-    http: { maxHeaderSize: config.maxHeaderBytes },
+    // headersTimeout here (not only in server.ts) so that every listening app has it; Node checks
+    // the header and request timeouts every connectionsCheckingInterval (30 s by default: too coarse).
+    http: { maxHeaderSize: config.maxHeaderBytes, headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs) },
     return503OnClosing: false,
     requestIdHeader: false,
     genReqId: (req) => {
@@ -64,6 +69,10 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerResponseHeaders(app);
   registerRequestLog(app);
   registerMetrics(app, { sql: deps.sql, verifier, poolMax: config.dbPoolMax, serveOnAppPort: config.metricsPort === undefined });
+  // Root-level onRequest hooks, so they run before the users scope's authentication hook.
+  registerShutdownGuard(app);
+  await registerCors(app, config.corsOrigins);
+  await registerRateLimit(app, config);
   // Before any route: swagger learns the routes as they are added.
   await registerOpenApi(app);
   await registerDocs(app);

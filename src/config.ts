@@ -17,6 +17,8 @@ export interface Config {
   /** How long a verified key may be served from memory; revocation is seen within this. */
   keyCacheTtlMs: number;
   redisUrl: string | undefined;
+  /** Prepended to every Redis key, so several deployments (or tests) can share one Redis. */
+  redisKeyPrefix: string;
   rateLimitPerTeam: number;
   rateLimitPerIp: number;
   rateLimitWindowS: number;
@@ -112,6 +114,7 @@ export function loadConfig(env: Env = process.env): Config {
     dbConnectTimeoutS: int('DB_CONNECT_TIMEOUT_S', 2, 1, 60),
     keyCacheTtlMs: int('KEY_CACHE_TTL_MS', 500, 0, 1000),
     redisUrl,
+    redisKeyPrefix: env.REDIS_KEY_PREFIX || 'hds:',
     rateLimitPerTeam: int('RATE_LIMIT_PER_TEAM', 6000, 1, 10_000_000),
     rateLimitPerIp: int('RATE_LIMIT_PER_IP', 12000, 1, 10_000_000),
     rateLimitWindowS: int('RATE_LIMIT_WINDOW_S', 60, 1, 86_400),

@@ -1,0 +1,135 @@
+import { Redis } from 'ioredis';
+
+/** One counted request: how many the key has made in its window, and when that window ends. */
+export interface Hit {
+  count: number;
+  resetAt: number;
+}
+
+const MAX_MEMORY_KEYS = 100_000;
+
+/**
+ * Fixed windows kept in this process: a window starts at a key's first
+ * request and lasts `windowMs`. Synchronous, so the hot path awaits nothing.
+ */
+export class MemoryStore {
+  private readonly windows = new Map<string, Hit>();
+  private nextSweep = 0;
+
+  constructor(private readonly windowMs: number) {}
+
+  hit(key: string, now = Date.now()): Hit {
+    if (now >= this.nextSweep || this.windows.size >= MAX_MEMORY_KEYS) this.sweep(now);
+    let entry = this.windows.get(key);
+    if (!entry || entry.resetAt <= now) {
+      entry = { count: 0, resetAt: now + this.windowMs };
+      this.windows.set(key, entry);
+    }
+    entry.count++;
+    return entry;
+  }
+
+  /** Drops ended windows; a flood of distinct addresses can't grow the map without bound. */
+  private sweep(now: number): void {
+    this.nextSweep = now + this.windowMs;
+    for (const [key, entry] of this.windows) if (entry.resetAt <= now) this.windows.delete(key);
+    // Still full of live windows: forget the oldest (they are re-counted from zero: lenient, never wrong the other way for long).
+    for (const key of this.windows.keys()) {
+      if (this.windows.size < MAX_MEMORY_KEYS) break;
+      this.windows.delete(key);
+    }
+  }
+}
+
+/** INCR and set the window's expiry in one atomic step; returns [count, milliseconds left]. */
+const HIT_SCRIPT = `
+local n = redis.call('INCR', KEYS[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if n == 1 or ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  ttl = tonumber(ARGV[1])
+end
+return {n, ttl}`;
+
+/** How long Redis is left alone after a failure before it is tried again. */
+const RETRY_REDIS_AFTER_MS = 1000;
+const COMMAND_TIMEOUT_MS = 250;
+
+type RedisWithHit = Redis & { rateLimitHit(key: string, windowMs: number): Promise<[number, number]> };
+
+/**
+ * Windows shared by every instance through Redis. When Redis is unreachable
+ * or slow the counting falls back to `fallback` (this process's memory), so
+ * the service keeps answering, and each change of state is logged once.
+ */
+export class RedisStore {
+  private readonly redis: RedisWithHit;
+  private downUntil = 0;
+  private usingMemory = false;
+
+  constructor(
+    url: string,
+    private readonly prefix: string,
+    private readonly windowMs: number,
+    private readonly fallback: MemoryStore,
+    private readonly log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
+  ) {
+    this.redis = new Redis(url, {
+      // Fail at once while disconnected instead of queueing: a request must not wait for Redis.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      connectTimeout: 1000,
+      retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+    }) as RedisWithHit;
+    this.redis.defineCommand('rateLimitHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+    // ioredis emits 'error' on every failed attempt; an unlistened 'error' would crash the process.
+    this.redis.on('error', (err: Error) => this.down(err));
+    this.redis.on('ready', () => {
+      if (this.usingMemory) this.log.info({ store: 'redis' }, 'rate limit store: Redis is back, limits are shared again');
+      this.usingMemory = false;
+      this.downUntil = 0;
+    });
+  }
+
+  /** True when Redis should be asked; false means count in memory for now. */
+  get available(): boolean {
+    return this.redis.status === 'ready' && Date.now() >= this.downUntil;
+  }
+
+  async hit(key: string): Promise<Hit> {
+    if (!this.available) return this.memoryHit(key);
+    try {
+      const [count, ttl] = await this.redis.rateLimitHit(this.prefix + key, this.windowMs);
+      return { count, resetAt: Date.now() + ttl };
+    } catch (err) {
+      this.down(err as Error);
+      return this.memoryHit(key);
+    }
+  }
+
+  private memoryHit(key: string): Hit {
+    return this.fallback.hit(key);
+  }
+
+  /** Waits (at most `timeoutMs`) for the first connection, so a new instance starts with shared limits. */
+  async connected(timeoutMs: number): Promise<void> {
+    if (this.redis.status === 'ready') return;
+    await new Promise<void>((resolve) => {
+      const done = () => { clearTimeout(timer); this.redis.off('ready', done); resolve(); };
+      const timer = setTimeout(done, timeoutMs);
+      this.redis.once('ready', done);
+    });
+  }
+
+  private down(err: Error): void {
+    this.downUntil = Date.now() + RETRY_REDIS_AFTER_MS;
+    if (this.usingMemory) return;
+    this.usingMemory = true;
+    this.log.warn({ store: 'memory', err: { message: err.message } }, 'rate limit store: Redis unavailable, counting in this process until it is back');
+  }
+
+  async close(): Promise<void> {
+    this.redis.disconnect();
+  }
+}

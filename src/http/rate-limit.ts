@@ -1,0 +1,69 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { Config } from '../config.js';
+import { rateLimited } from '../errors.js';
+import { MemoryStore, RedisStore, type Hit } from './rate-limit-store.js';
+
+/** Probes and metrics answer orchestrators and scrapers; limiting them would get healthy instances restarted. */
+const EXEMPT_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
+
+interface Limit {
+  scope: 'ip' | 'team';
+  max: number;
+  /** This policy's `RateLimit-Policy` item (IETF draft-ietf-httpapi-ratelimit-headers). */
+  policy: string;
+}
+
+type Counter = (key: string) => Hit | Promise<Hit>;
+
+/**
+ * Two fixed-window limits: per client address in an onRequest hook
+ * registered before the routes' authentication hook (so floods of bad keys
+ * are limited too), and per team in a preParsing hook, which runs after
+ * every onRequest hook (so after authentication) and before the body is read.
+ * Every answer that was counted carries `RateLimit` and `RateLimit-Policy`;
+ * one over the limit is a 429 with `Retry-After`.
+ */
+export async function registerRateLimit(app: FastifyInstance, config: Config): Promise<void> {
+  const windowMs = config.rateLimitWindowS * 1000;
+  const memory = new MemoryStore(windowMs);
+  let count: Counter = (key) => memory.hit(key);
+  if (config.redisUrl) {
+    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, memory, app.log);
+    await redis.connected(1000);
+    count = (key) => redis.hit(key);
+    app.addHook('onClose', async () => redis.close());
+  }
+
+  const limit = (scope: Limit['scope'], max: number): Limit =>
+    ({ scope, max, policy: `"${scope}";q=${max};w=${config.rateLimitWindowS}` });
+  const ip = limit('ip', config.rateLimitPerIp);
+  const team = limit('team', config.rateLimitPerTeam);
+
+  /** Counts the request against `l`, adds the headers, and refuses it once over the limit. */
+  const apply = (l: Limit, hit: Hit, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    const secondsLeft = Math.max(1, Math.ceil((hit.resetAt - Date.now()) / 1000));
+    const item = `"${l.scope}";r=${Math.max(0, l.max - hit.count)};t=${secondsLeft}`;
+    const previous = reply.getHeader('ratelimit');
+    reply.header('ratelimit-policy', previous ? `${String(reply.getHeader('ratelimit-policy'))}, ${l.policy}` : l.policy);
+    reply.header('ratelimit', previous ? `${String(previous)}, ${item}` : item);
+    if (hit.count <= l.max) return done();
+    app.metrics?.rateLimitRejections.inc({ scope: l.scope });
+    done(rateLimited(secondsLeft));
+  };
+
+  const check = (l: Limit, key: string, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    const hit = count(`${l.scope}:${key}`);
+    // The memory store answers synchronously: no promise on the hot path.
+    if (hit instanceof Promise) hit.then((h) => apply(l, h, reply, done), done);
+    else apply(l, hit, reply, done);
+  };
+
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if (EXEMPT_ROUTES.has(request.routeOptions.url ?? '')) return done();
+    check(ip, request.ip, reply, done);
+  });
+  app.addHook('preParsing', (request: FastifyRequest, reply: FastifyReply, _payload: unknown, done: HookHandlerDoneFunction) => {
+    if (!request.caller) return done();
+    check(team, request.caller.teamId, reply, done);
+  });
+}

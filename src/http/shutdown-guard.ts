@@ -1,0 +1,18 @@
+import type { FastifyInstance } from 'fastify';
+import { unavailable } from '../errors.js';
+
+/**
+ * Once shutdown has begun, a request that still arrives (on a kept-alive
+ * connection: the listener is already closed) gets the contract's 503 with
+ * Retry-After and `Connection: close`, so the client retries elsewhere.
+ * Fastify's own return503OnClosing is off because its body is not ours.
+ */
+export function registerShutdownGuard(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => { closing = true; });
+  app.addHook('onRequest', async (_request, reply) => {
+    if (!closing) return;
+    reply.header('connection', 'close');
+    throw unavailable();
+  });
+}

@@ -1,0 +1,179 @@
+/**
+ * Rate limits per client address (before authentication) and per team
+ * (after it), in memory and shared through this machine's Redis, and what
+ * happens when Redis is unreachable or goes away under traffic.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { buildApp, type App } from '../src/app.js';
+import type { Sql } from '../src/db/client.js';
+import { teamWithKey, testApp, testConfig, testSql } from './helpers.js';
+
+const REDIS = { host: '127.0.0.1', port: 6379 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A Redis key prefix of this test's own: other tests share the Redis. */
+const prefix = () => `hds-test:${randomBytes(6).toString('hex')}:`;
+
+/** An app whose log lines are collected, to see what it says about Redis. */
+async function loggedApp(sql: Sql, env: Record<string, string>): Promise<{ app: App; lines: () => Record<string, any>[] }> {
+  let text = '';
+  const stream = new Writable({ write(chunk, _enc, cb) { text += chunk; cb(); } });
+  const app = await buildApp({ config: testConfig(env), sql, logger: { level: 'info', stream } });
+  return { app, lines: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+}
+
+const list = (app: App, key: string) => app.inject({ url: '/v2/user/?limit=1', headers: { 'x-service-api-key': key } });
+const rejections = async (app: App, scope: string) =>
+  (await app.metrics.rateLimitRejections.get()).values.find((v) => v.labels.scope === scope)?.value ?? 0;
+
+describe('rate limits in memory', () => {
+  let sql: Sql;
+  before(() => { sql = testSql(); });
+  after(async () => { await sql.end(); });
+
+  it('limits each team separately, with RateLimit headers under the limit and a 429 over it', async () => {
+    const app = await testApp(sql, { RATE_LIMIT_PER_TEAM: '5', RATE_LIMIT_PER_IP: '1000', RATE_LIMIT_WINDOW_S: '60' });
+    try {
+      const [a, b] = [await teamWithKey(sql), await teamWithKey(sql)];
+      for (let i = 1; i <= 5; i++) {
+        const res = await list(app, a.key);
+        assert.equal(res.statusCode, 200);
+        assert.equal(res.headers['ratelimit-policy'], '"ip";q=1000;w=60, "team";q=5;w=60');
+        assert.match(String(res.headers.ratelimit), new RegExp(`^"ip";r=${1000 - i};t=\\d+, "team";r=${5 - i};t=\\d+$`));
+      }
+      const refused = await list(app, a.key);
+      assert.equal(refused.statusCode, 429);
+      assert.deepEqual(refused.json(), { detail: 'Rate limit exceeded' });
+      const retryAfter = Number(refused.headers['retry-after']);
+      assert.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${refused.headers['retry-after']}`);
+      assert.match(String(refused.headers.ratelimit), /"team";r=0;t=\d+$/);
+      assert.equal(await rejections(app, 'team'), 1);
+      // Another team is not affected.
+      assert.equal((await list(app, b.key)).statusCode, 200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('limits a client address before authentication: bad keys use it up too', async () => {
+    const app = await testApp(sql, { RATE_LIMIT_PER_TEAM: '1000', RATE_LIMIT_PER_IP: '4' });
+    try {
+      const team = await teamWithKey(sql);
+      for (let i = 0; i < 4; i++) {
+        const res = await list(app, `hds_${randomBytes(32).toString('base64url')}`);
+        assert.equal(res.statusCode, 401);
+        assert.match(String(res.headers.ratelimit), new RegExp(`^"ip";r=${3 - i};t=\\d+$`));
+      }
+      const refused = await list(app, team.key);
+      assert.equal(refused.statusCode, 429, 'a valid key from an address that is over its limit is refused');
+      assert.ok(Number(refused.headers['retry-after']) >= 1);
+      assert.equal(await rejections(app, 'ip'), 1);
+      // Probes are not limited: an orchestrator must not take a flood for a dead instance.
+      assert.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
+      // Another address has its own budget.
+      const other = await app.inject({ url: '/v2/user/', headers: { 'x-service-api-key': team.key }, remoteAddress: '10.1.2.3' });
+      assert.equal(other.statusCode, 200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('starts a new window once the old one ends', async () => {
+    const app = await testApp(sql, { RATE_LIMIT_PER_TEAM: '2', RATE_LIMIT_WINDOW_S: '1' });
+    try {
+      const team = await teamWithKey(sql);
+      assert.deepEqual([(await list(app, team.key)).statusCode, (await list(app, team.key)).statusCode, (await list(app, team.key)).statusCode], [200, 200, 429]);
+      await sleep(1100);
+      assert.equal((await list(app, team.key)).statusCode, 200);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('rate limits shared through Redis', () => {
+  let sql: Sql;
+  before(() => { sql = testSql(); });
+  after(async () => { await sql.end(); });
+
+  it('two instances together never let an address or a team exceed one limit', async () => {
+    const env = { REDIS_URL: `redis://${REDIS.host}:${REDIS.port}`, REDIS_KEY_PREFIX: prefix(), RATE_LIMIT_PER_IP: '20', RATE_LIMIT_PER_TEAM: '8', RATE_LIMIT_WINDOW_S: '600' };
+    const apps = [await testApp(sql, env), await testApp(sql, env)];
+    try {
+      const team = await teamWithKey(sql);
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => list(apps[i % 2]!, team.key)));
+      const codes = answers.map((a) => a.statusCode);
+      assert.equal(codes.filter((c) => c === 200).length, 8, `team: ${codes.join(' ')}`);
+      assert.ok(codes.every((c) => c === 200 || c === 429));
+      // Every request so far was counted against the address too (24 of 20): the rest are refused on both.
+      const more = await Promise.all(apps.map((app) => list(app, team.key)));
+      assert.deepEqual(more.map((r) => r.statusCode), [429, 429]);
+      assert.match(String(more[0]!.headers.ratelimit), /^"ip";r=0;/);
+    } finally {
+      await Promise.all(apps.map((a) => a.close()));
+    }
+  });
+
+  it('keeps answering, counting in memory, when Redis is unreachable from the start', async () => {
+    const { app, lines } = await loggedApp(sql, { REDIS_URL: 'redis://127.0.0.1:1', REDIS_KEY_PREFIX: prefix(), RATE_LIMIT_PER_TEAM: '3' });
+    try {
+      const team = await teamWithKey(sql);
+      const started = Date.now();
+      const codes = [];
+      for (let i = 0; i < 4; i++) codes.push((await list(app, team.key)).statusCode);
+      assert.deepEqual(codes, [200, 200, 200, 429], 'the limit still holds, per instance');
+      assert.ok(Date.now() - started < 1000, 'no request waited on Redis');
+      assert.ok(lines().some((l) => l.level === 40 && /Redis unavailable/.test(l.msg)), 'the fallback is logged');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('keeps answering when Redis goes away under traffic, and shares limits again when it is back', async () => {
+    // A TCP relay in front of Redis: closing it is Redis going down, as the app sees it.
+    const sockets = new Set<net.Socket>();
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(REDIS);
+      for (const s of [client, upstream]) { sockets.add(s); s.on('error', () => {}); s.on('close', () => sockets.delete(s)); }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    const port = (relay.address() as net.AddressInfo).port;
+    const keyPrefix = prefix();
+    const { app, lines } = await loggedApp(sql, { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: keyPrefix, RATE_LIMIT_PER_TEAM: '1000' });
+    const direct = new Redis(REDIS);
+    try {
+      const team = await teamWithKey(sql);
+      assert.equal((await list(app, team.key)).statusCode, 200);
+
+      relay.close();
+      for (const s of sockets) s.destroy();
+      const during = [];
+      const started = Date.now();
+      for (let i = 0; i < 20; i++) during.push((await list(app, team.key)).statusCode);
+      assert.ok(during.every((c) => c === 200), during.join(' '));
+      assert.ok(Date.now() - started < 2000, `20 requests took ${Date.now() - started} ms with Redis down`);
+      assert.ok(lines().some((l) => /Redis unavailable/.test(l.msg)));
+
+      await new Promise<void>((r) => relay.listen(port, '127.0.0.1', r));
+      const deadline = Date.now() + 5000;
+      while (!lines().some((l) => /Redis is back/.test(l.msg))) {
+        assert.ok(Date.now() < deadline, 'reconnected to Redis within 5 s');
+        await sleep(50);
+      }
+      await sleep(1100); // past the pause after the last failure
+      assert.equal((await list(app, team.key)).statusCode, 200);
+      // Counted in Redis again: the first request and this one (the 20 in between were counted in memory).
+      assert.equal(await direct.get(`${keyPrefix}rl:team:${team.teamId}`), '2');
+    } finally {
+      direct.disconnect();
+      await app.close();
+      relay.close();
+      for (const s of sockets) s.destroy();
+    }
+  });
+});
