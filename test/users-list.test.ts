@@ -10,6 +10,9 @@ import {
 
 type ApiUser = Record<string, any> & { user_id: string; created_on: string };
 
+/** Records sorted as the API lists them. */
+const inListOrder = (records: Record<string, any>[]) => [...records as ApiUser[]].sort(byListOrder);
+
 describe('GET /v2/user/ (listing and paging)', () => {
   let sql: Sql;
   let app: App;
@@ -53,7 +56,7 @@ describe('GET /v2/user/ (listing and paging)', () => {
   /** A walk returns every user of the team exactly once, in list order, each equal to its record. */
   async function assertWalkMatches(key: string, limit: number, expected: Record<string, any>[]): Promise<void> {
     const { users, total } = await walk(key, limit);
-    const sorted = [...expected].sort(byListOrder);
+    const sorted = inListOrder(expected);
     assert.equal(total, expected.length);
     assert.deepEqual(users.map((u) => u.user_id), sorted.map((u) => u.user_id), `order with limit ${limit}`);
     assert.deepEqual(canonicalTimes(users), canonicalTimes(sorted.map(asApiUser)));
@@ -85,7 +88,7 @@ describe('GET /v2/user/ (listing and paging)', () => {
   it('the last partial page holds exactly the remaining users', async () => {
     const n = team.users.length;
     const res = await list(team.key, `?offset=${n - 3}&limit=100`);
-    assert.deepEqual(res.json().users.map((u: ApiUser) => u.user_id), [...team.users].sort(byListOrder).slice(-3).map((u) => u.user_id));
+    assert.deepEqual(res.json().users.map((u: ApiUser) => u.user_id), inListOrder(team.users).slice(-3).map((u) => u.user_id));
   });
 
   it('applies offset 0 and limit 100 by default, and echoes them', async () => {
@@ -95,7 +98,7 @@ describe('GET /v2/user/ (listing and paging)', () => {
     assert.equal(page.offset, 0);
     assert.equal(page.limit, 100);
     assert.equal(page.total, team.users.length);
-    assert.deepEqual(page.users.map((u: ApiUser) => u.user_id), [...team.users].sort(byListOrder).slice(0, 100).map((u) => u.user_id));
+    assert.deepEqual(page.users.map((u: ApiUser) => u.user_id), inListOrder(team.users).slice(0, 100).map((u) => u.user_id));
     const onlyOffset = (await list(team.key, '?offset=5')).json();
     assert.equal(onlyOffset.limit, 100);
     assert.equal(onlyOffset.users.length, 100);
@@ -147,7 +150,7 @@ describe('GET /v2/user/ (listing and paging)', () => {
 
     before(async () => {
       mixed = await teamWithKey(sql, 'two batches');
-      records = generateUsers(120).map((u) => ({ ...u, team_id: mixed.teamId })).sort(byListOrder);
+      records = inListOrder(generateUsers(120).map((u) => ({ ...u, team_id: mixed.teamId })));
     });
 
     it('a second import whose users sort before and between the first batch keeps paging exact', async () => {
