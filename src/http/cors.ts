@@ -11,8 +11,12 @@ import { API_KEY_HEADER } from '../auth/authenticate.js';
  */
 export async function registerCors(app: FastifyInstance, origins: string[]): Promise<void> {
   if (origins.length === 0) return;
+  const allowed = new Set(origins);
   await app.register(cors, {
-    origin: origins,
+    // false, not a list: another origin then gets no Access-Control-* header at all (not even the exposed list).
+    origin: (origin, cb) => cb(null, origin !== undefined && allowed.has(origin) ? origin : false),
+    // A lax preflight check: its strict 400 would be plain text, not our error shape.
+    strictPreflight: false,
     methods: ['GET', 'HEAD', 'POST'],
     allowedHeaders: [API_KEY_HEADER, 'content-type', 'x-request-id'],
     exposedHeaders: ['x-request-id', 'retry-after', 'ratelimit', 'ratelimit-policy'],
