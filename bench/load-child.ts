@@ -26,8 +26,17 @@ function requestsFor(plan: PathPlan): autocannon.Request[] {
   }
 }
 
-async function fire(spec: LoadSpec, duration: number): Promise<autocannon.Result> {
-  return autocannon({ url: spec.url, connections: spec.connections, duration, requests: requestsFor(spec.plan), timeout: 10 });
+/** The first few distinct connection errors, so that a run full of them says why. */
+const errorSamples = new Set<string>();
+
+function fire(spec: LoadSpec, duration: number): Promise<autocannon.Result> {
+  return new Promise((resolve, reject) => {
+    const options = { url: spec.url, connections: spec.connections, duration, requests: requestsFor(spec.plan), timeout: 10 };
+    const instance = autocannon(options, (err, result) => (err ? reject(err) : resolve(result)));
+    instance.on('reqError', (err: Error) => {
+      if (errorSamples.size < 5) errorSamples.add(`${(err as NodeJS.ErrnoException).code ?? ''} ${err.message}`.trim());
+    });
+  });
 }
 
 const spec = JSON.parse(fs.readFileSync(process.argv[2]!, 'utf8')) as LoadSpec;
@@ -44,5 +53,6 @@ const result: LoadResult = {
   statuses,
   socketErrors: r.errors,
   durationS: r.duration,
+  errorSamples: [...errorSamples],
 };
 process.stdout.write(JSON.stringify(result) + '\n');

@@ -35,6 +35,8 @@ export interface LoadResult {
   /** Connection errors and timeouts. */
   socketErrors: number;
   durationS: number;
+  /** A few distinct connection error messages, when there were any. */
+  errorSamples?: string[];
   /** The machine's 1-minute load average when the run started: other engineers' work shows here. */
   loadAvg1AtStart?: number;
 }

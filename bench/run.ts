@@ -72,6 +72,9 @@ async function runPass(o: BenchOptions, workDir: string, logDir: string, target:
       await floor.select(s.id);
       const onFloor = await runLoad(root, workDir, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) });
       say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s`);
+      for (const [side, r] of [['service', onService], ['floor', onFloor]] as const) {
+        if (r.socketErrors > 0) say(`  ${side}: ${r.socketErrors} connection errors, e.g. ${r.errorSamples?.join('; ')}`);
+      }
       measured.push({ scenario: s, service: onService, floor: onFloor });
     }
     const peaks = memory.stop();
