@@ -3,7 +3,7 @@ import type { Config } from './config.js';
 import { connect } from './db/client.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
-import { isEmpty, seedDemo } from './demo-seed.js';
+import { announceDemo, isEmpty, seedDemo } from './demo-seed.js';
 
 /**
  * WORKERS=N: the primary process forks N workers that each run the whole
@@ -64,8 +64,7 @@ export async function runCluster(config: Config): Promise<void> {
     say(`worker ${worker.process.pid} listening on port ${address.port}`);
     if (demo && !demoShown) {
       demoShown = true;
-      say(`first start: created a demo team ${demo.teamId} with users and an API key. Try:`);
-      process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' http://127.0.0.1:${address.port}/v2/user/?limit=5\n`);
+      announceDemo(demo, address.port, say);
     }
   });
 

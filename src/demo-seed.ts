@@ -49,3 +49,9 @@ export async function isEmpty(sql: Sql): Promise<boolean> {
   const [row] = await sql<{ empty: boolean }[]>`SELECT NOT EXISTS (SELECT 1 FROM teams) AS empty`;
   return row?.empty ?? true;
 }
+
+/** Tells a newcomer what was created, with a ready-to-paste request (stdout: the curl line alone). */
+export function announceDemo(demo: { teamId: string; key: string }, port: number, say: (msg: string) => void): void {
+  say(`first start: created a demo team ${demo.teamId} with ${DEMO_USERS} users and an API key. Try:`);
+  process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' 'http://127.0.0.1:${port}/v2/user/?limit=5'\n`);
+}

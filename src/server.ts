@@ -4,7 +4,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/database.js';
 import { ReadRouter } from './db/read-router.js';
 import { isClusterPrimary, runCluster } from './cluster.js';
-import { isEmpty, seedDemo } from './demo-seed.js';
+import { announceDemo, isEmpty, seedDemo } from './demo-seed.js';
 import { startMetricsServer } from './http/metrics.js';
 
 /**
@@ -38,8 +38,7 @@ async function startServer(config: Config) {
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   if (demo) {
-    say(`first start: created a demo team ${demo.teamId} with users and an API key. Try:`);
-    process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' http://127.0.0.1:${port}/v2/user/?limit=5\n`);
+    announceDemo(demo, port, say);
   }
 
   let stopping: Promise<void> | undefined;
