@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
+import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { connect, type Sql } from '../src/db/client.js';
@@ -26,9 +27,25 @@ export function testConfig(env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl(), LOG_LEVEL: 'silent', ...env });
 }
 
+let logFile: pino.DestinationStream | undefined;
+
+/**
+ * Under `npm test`, every test app logs (level info) to a file of this
+ * process in HDS_TEST_LOG_DIR; test/run.ts then checks that no line of the
+ * whole suite's traffic holds an API key. Synchronous writes: nothing is
+ * lost when the test process exits.
+ */
+function testLogger(): pino.Logger | undefined {
+  const dir = process.env.HDS_TEST_LOG_DIR;
+  if (!dir) return undefined;
+  logFile ??= pino.destination({ dest: path.join(dir, `${process.pid}.log`), sync: true, append: true });
+  return pino({ level: 'info' }, logFile);
+}
+
 export async function testApp(sql: Sql, env: Record<string, string> = {}): Promise<App> {
   const config = testConfig(env);
-  return buildApp({ config, sql, logger: false });
+  const loggerInstance = testLogger();
+  return buildApp({ config, sql, ...(loggerInstance ? { loggerInstance } : { logger: false }) });
 }
 
 export interface TestTeam {

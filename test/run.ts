@@ -11,6 +11,7 @@ import path from 'node:path';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js';
 import { connect } from '../src/db/client.js';
 import { migrate } from '../src/db/migrate.js';
+import { scanLogsForKeys } from './key-leak-scan.js';
 
 function testFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -40,10 +41,27 @@ const sql = connect(process.env.DATABASE_URL);
 await migrate(sql);
 await sql.end();
 
+// Every test app logs here (test/helpers.ts testApp); scanned for API keys after the run.
+const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-test-logs-'));
+process.env.HDS_TEST_LOG_DIR = logDir;
+
 const child = spawn(process.execPath, [
   '--import', 'tsx', '--test', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files,
 ], { stdio: 'inherit', env: process.env });
-const code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+let code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+
+const scan = scanLogsForKeys(logDir);
+if (scan.leaks.length > 0) {
+  process.stderr.write(`test: FAIL: an API key appears in ${scan.leaks.length} log line(s): ${scan.leaks.slice(0, 20).join(', ')} (logs kept in ${logDir})\n`);
+  code = 1;
+} else if (scan.lines === 0 && args.length === 0) {
+  // The whole suite ran and logged nothing: the check above would have passed without looking at anything.
+  process.stderr.write(`test: FAIL: no log lines were written in ${logDir}, so the key check saw nothing\n`);
+  code = 1;
+} else {
+  process.stderr.write(`test: no API key in ${scan.lines} log lines from ${scan.files} test process(es)\n`);
+  fs.rmSync(logDir, { recursive: true, force: true });
+}
 
 await embedded?.stop();
 if (tmp) fs.rmSync(tmp, { recursive: true, force: true });

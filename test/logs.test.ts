@@ -1,0 +1,95 @@
+/**
+ * Logs: one JSON line per request with the fields an operator needs, an
+ * audit line naming the user records returned, and never a key or a body.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { buildApp, type App } from '../src/app.js';
+import type { Sql } from '../src/db/client.js';
+import { teamWithUsers, testConfig, testSql } from './helpers.js';
+import { scanLogsForKeys } from './key-leak-scan.js';
+
+describe('request and audit logs', () => {
+  let sql: Sql;
+  let app: App;
+  let text = '';
+  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  const lines = () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
+
+  before(async () => {
+    sql = testSql();
+    const stream = new Writable({ write(chunk, _enc, cb) { text += chunk; cb(); } });
+    app = await buildApp({ config: testConfig(), sql, logger: { level: 'info', stream } });
+    team = await teamWithUsers(sql, 4);
+  });
+  after(async () => {
+    await app.close();
+    await sql.end();
+  });
+
+  it('writes one line per request with id, method, route, status, duration, team and key', async () => {
+    text = '';
+    const badKey = `hds_${randomBytes(32).toString('base64url')}`;
+    const user = team.users[0]!;
+    const calls = [
+      { req: { url: '/v2/user/?limit=2', headers: { 'x-service-api-key': team.key, 'x-request-id': 'req-list' } }, route: '/v2/user/', status: 200, auth: true },
+      { req: { url: `/v2/user/${user.user_id}`, headers: { 'x-service-api-key': team.key, 'x-request-id': 'req-get' } }, route: '/v2/user/:user_id', status: 200, auth: true },
+      { req: { url: '/v2/user/00000000-0000-4000-8000-000000000000', headers: { 'x-service-api-key': team.key, 'x-request-id': 'req-404' } }, route: '/v2/user/:user_id', status: 404, auth: true },
+      { req: { url: '/v2/user/', headers: { 'x-service-api-key': badKey, 'x-request-id': 'req-401' } }, route: '/v2/user/', status: 401, auth: false },
+      { req: { method: 'POST' as const, url: '/v2/user/', headers: { 'x-service-api-key': team.key, 'x-request-id': 'req-post' }, payload: { client_user_id: 'log-secret-client-id' } }, route: '/v2/user/', status: 200, auth: true },
+    ];
+    for (const c of calls) {
+      const res = await app.inject(c.req);
+      assert.equal(res.statusCode, c.status, c.req.url);
+      assert.equal(res.headers['x-request-id'], c.req.headers['x-request-id']);
+    }
+    const requests = lines().filter((l) => l.msg === 'request');
+    assert.equal(requests.length, calls.length, 'one line per request');
+    for (const [i, c] of calls.entries()) {
+      const line = requests[i]!;
+      assert.equal(line.request_id, c.req.headers['x-request-id']);
+      assert.equal(line.method, c.req.method ?? 'GET');
+      assert.equal(line.route, c.route, 'the route pattern, not the raw URL with ids');
+      assert.equal(line.status, c.status);
+      assert.equal(typeof line.duration_ms, 'number');
+      assert.ok(line.duration_ms >= 0);
+      assert.equal(line.team_id, c.auth ? team.teamId : null);
+      assert.equal(line.key_id, c.auth ? team.keyId : null);
+      assert.equal(typeof line.time, 'number');
+    }
+
+    // Never the key (good or bad), never a body: neither the request's nor the users returned.
+    assert.ok(!text.includes(team.key) && !text.includes(badKey), 'a key reached the log');
+    assert.ok(!text.includes('log-secret-client-id'), 'a request body reached the log');
+    for (const u of team.users) assert.ok(!text.includes(u.client_user_id), 'a response body reached the log');
+  });
+
+  it('writes an audit line listing the user ids returned, with team and key', async () => {
+    text = '';
+    const page = await app.inject({ url: '/v2/user/?limit=3', headers: { 'x-service-api-key': team.key } });
+    const one = await app.inject({ url: `/v2/user/${team.users[1]!.user_id}`, headers: { 'x-service-api-key': team.key } });
+    await app.inject({ url: '/v2/user/00000000-0000-4000-8000-000000000000', headers: { 'x-service-api-key': team.key } });
+    const audits = lines().filter((l) => l.audit);
+    assert.equal(audits.length, 2, 'one audit line per answer that returned records, none for the 404');
+    assert.deepEqual(audits[0]!.audit, { team_id: team.teamId, key_id: team.keyId, user_ids: page.json().users.map((u: { user_id: string }) => u.user_id) });
+    assert.deepEqual(audits[1]!.audit, { team_id: team.teamId, key_id: team.keyId, user_ids: [one.json().user_id] });
+    assert.equal(audits[0]!.request_id, page.headers['x-request-id'], 'the audit line carries the request id');
+  });
+
+  it('the suite-wide check finds a key hidden anywhere in a log line', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-scan-'));
+    try {
+      const key = `hds_${randomBytes(32).toString('base64url')}`;
+      fs.writeFileSync(path.join(dir, '1.log'), '{"msg":"request"}\n{"msg":"x"}\n');
+      fs.writeFileSync(path.join(dir, '2.log'), `{"msg":"ok"}\n{"err":{"message":"bad header ${key}!"}}\n`);
+      assert.deepEqual(scanLogsForKeys(dir), { files: 2, lines: 4, leaks: ['2.log:2'] });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
