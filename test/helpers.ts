@@ -122,3 +122,15 @@ export function asApiUser(user: Record<string, any>): Record<string, any> {
   const sorted = withSortedSources(user);
   return { ...sorted, connected_sources: sorted.connected_sources.map((cs: Link) => ({ ...cs, provider: cs.source })) };
 }
+
+/**
+ * Response headers that must agree between two answers that should be
+ * indistinguishable: without the date and the request id, and with the
+ * counts of a RateLimit header blanked (each request moves them; the
+ * policies stay compared).
+ */
+export function comparableHeaders(headers: Record<string, unknown>): Record<string, unknown> {
+  const { date: _date, 'x-request-id': _id, ...rest } = headers;
+  if (typeof rest.ratelimit === 'string') rest.ratelimit = rest.ratelimit.replace(/;r=\d+;t=\d+/g, ';r=_;t=_');
+  return rest;
+}
