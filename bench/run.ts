@@ -105,6 +105,13 @@ function startupChecks(result: StartupResult | null): Check[] {
   ];
 }
 
+/** A full run logs about 1 GB at LOG_LEVEL=info (audit lines list every user id returned): keep only the last runs' logs. */
+function pruneLogs(dir: string, keep: number): void {
+  if (!fs.existsSync(dir)) return;
+  const runs = fs.readdirSync(dir).sort();
+  for (const old of runs.slice(0, Math.max(0, runs.length - keep))) fs.rmSync(path.join(dir, old), { recursive: true, force: true });
+}
+
 function writeResults(report: BenchReport, stamp: string): string[] {
   const dir = path.join(root, 'bench/results');
   fs.mkdirSync(dir, { recursive: true });
@@ -123,6 +130,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   const stamp = startedAt.toISOString().replace(/[:.]/g, '-').replace(/-\d+Z$/, 'Z');
   const workDir = path.join(root, 'bench/.work');
   const logDir = path.join(workDir, 'logs', stamp);
+  pruneLogs(path.join(workDir, 'logs'), 3);
   fs.mkdirSync(logDir, { recursive: true });
   const loadAvgAtStart = os.loadavg();
 
