@@ -16,7 +16,7 @@ const FLOOR = '#a0aec0';
 export function renderChart(report: BenchReport): string {
   const passes = report.passes;
   const ids = passes[0]?.scenarios.map((s) => s.id) ?? [];
-  const labelW = 320, barW = 460, valueW = 200, left = 16, top = 64, bar = 14, gap = 4, groupGap = 18;
+  const labelW = 320, barW = 460, valueW = 320, left = 16, top = 64, bar = 14, gap = 4, groupGap = 18;
   const width = left + labelW + barW + valueW;
   const groupH = (passes.length + 1) * (bar + gap) + groupGap;
   const height = top + ids.length * groupH + 40;
@@ -31,7 +31,7 @@ export function renderChart(report: BenchReport): string {
   for (const item of legend) {
     parts.push(`<rect x="${lx}" y="${height - 26}" width="12" height="12" fill="${item.color}"/>`);
     parts.push(`<text x="${lx + 16}" y="${height - 16}">${esc(item.name)}</text>`);
-    lx += 24 + item.name.length * 6.5;
+    lx += 32 + item.name.length * 7.5;
   }
   ids.forEach((id, g) => {
     const y0 = top + g * groupH;
