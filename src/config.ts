@@ -111,7 +111,8 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 1000),
     dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', 5000, 1, 600_000),
-    dbConnectTimeoutS: int('DB_CONNECT_TIMEOUT_S', 2, 1, 60),
+    // 1 s: a request should never wait much longer than that on a database that does not answer.
+    dbConnectTimeoutS: int('DB_CONNECT_TIMEOUT_S', 1, 1, 60),
     keyCacheTtlMs: int('KEY_CACHE_TTL_MS', 500, 0, 1000),
     redisUrl,
     redisKeyPrefix: env.REDIS_KEY_PREFIX || 'hds:',

@@ -21,6 +21,10 @@ export function connect(url: string, options: SqlOptions = {}): Sql {
     max: options.max ?? 10,
     connect_timeout: options.connectTimeoutS ?? 5,
     idle_timeout: 60,
+    // The driver's default waits 3^n/100 s (up to 20 s) before reconnecting after failures, and
+    // queries wait with it: during an outage requests would hang for seconds instead of getting a
+    // prompt 503. A short cap keeps any request's wait on a dead database near connect_timeout.
+    backoff: (retries: number) => Math.min(0.25, 0.01 * 2 ** retries),
     max_lifetime: 60 * 30,
     onnotice: () => {},
     connection: {

@@ -118,7 +118,7 @@ function run(cmd: string, args: string[], ids: { uid: number; gid: number } | un
  * A server already running on that directory, started by another process of
  * ours (the CLI while the service runs, or the reverse), is shared.
  */
-export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void = () => {}): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void = () => {}, port?: number): Promise<EmbeddedPostgres> {
   const pgdata = path.join(dataDir, 'pg');
   const passwordFile = path.join(dataDir, 'pg-password');
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o755 });
@@ -158,7 +158,8 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   }
 
   const bin = await binaries();
-  const port = await freePort();
+  // A given port: a restart where clients expect the server again (the outage test); otherwise any free one.
+  port ??= await freePort();
   const logFile = fs.openSync(path.join(dataDir, 'postgres.log'), 'a');
   if (ids) fs.fchownSync(logFile, ids.uid, ids.gid);
   // Detached: a Ctrl-C in the terminal reaches only us, and we stop the database after the requests in flight.
