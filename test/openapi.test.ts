@@ -99,6 +99,6 @@ describe('OpenAPI document', () => {
     const id = team.users[0]!.user_id as string;
     const res = await app.inject({ url: `/v2/user/${id}`, headers: { 'x-service-api-key': team.key } });
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, (await findUserDoc(sql, team.teamId, id))!.doc);
+    assert.equal(res.body, (await findUserDoc(sql, team.teamId, id))!.doc.toString());
   });
 });

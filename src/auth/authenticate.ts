@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { unauthorized } from '../errors.js';
+import { sendError } from '../http/error-handler.js';
 import type { Caller, KeyVerifier } from './key-verifier.js';
 
 declare module 'fastify' {
@@ -16,11 +17,14 @@ export const API_KEY_HEADER = 'x-service-api-key';
  * valid key learns nothing about the resource.
  */
 export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): void {
-  scope.addHook('onRequest', async (request: FastifyRequest) => {
+  // Every refusal is the same answer (missing, malformed, unknown, revoked and expired keys are
+  // indistinguishable), so it is built once: floods of bad keys cost no Error and no error-handler pass.
+  const refusal = unauthorized();
+  scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if ((request.routeOptions.config as { skipAuth?: boolean }).skipAuth) return;
     const header = request.headers[API_KEY_HEADER];
     const caller = await verifier.verify(typeof header === 'string' ? header : undefined);
-    if (!caller) throw unauthorized();
+    if (!caller) return sendError(reply, refusal);
     request.caller = caller;
   });
 }

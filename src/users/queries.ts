@@ -1,28 +1,37 @@
 import type { Queryable, Sql } from '../db/client.js';
 import { userDocument } from './document.js';
 
-/** A user as JSON text, exactly the API's User object (stored in users.doc). */
+/**
+ * A user's API document as the UTF-8 bytes PostgreSQL holds (users.doc).
+ * Reads use the driver's raw mode: the bytes go from the database socket to
+ * the HTTP socket without being decoded into a JS string and encoded again.
+ */
 export interface UserDoc {
   user_id: string;
-  doc: string;
+  doc: Buffer;
+}
+
+type RawRow = Buffer[];
+
+function userDoc(rows: RawRow[]): UserDoc | undefined {
+  const [row] = rows;
+  return row ? { user_id: row[0]!.toString(), doc: row[1]! } : undefined;
 }
 
 export async function findUserDoc(sql: Sql, teamId: string, userId: string): Promise<UserDoc | undefined> {
-  const [row] = await sql<UserDoc[]>`
-    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND user_id = ${userId}`;
-  return row;
+  return userDoc(await sql`
+    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND user_id = ${userId}`.raw() as RawRow[]);
 }
 
 export async function findUserDocByClientUserId(sql: Sql, teamId: string, clientUserId: string): Promise<UserDoc | undefined> {
-  const [row] = await sql<UserDoc[]>`
-    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`;
-  return row;
+  return userDoc(await sql`
+    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`.raw() as RawRow[]);
 }
 
 export interface UserPage {
   total: number;
-  /** The page's User objects joined by commas, ready to sit inside `[...]`. */
-  docs: string;
+  /** The page's User objects joined by commas (UTF-8), ready to sit inside `[...]`. */
+  docs: Buffer;
   userIds: string[];
 }
 
@@ -32,7 +41,7 @@ export interface UserPage {
  * team's counter. One round trip, one snapshot: total and page agree.
  */
 export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number): Promise<UserPage> {
-  const [row] = await sql<{ total: string; docs: string | null; ids: string | null }[]>`
+  const [row] = await sql`
     SELECT t.user_count AS total, p.docs, p.ids
     FROM teams t
     CROSS JOIN LATERAL (
@@ -41,9 +50,10 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       FROM users u
       WHERE u.team_id = t.team_id AND u.position > ${offset} AND u.position <= ${offset + limit}
     ) p
-    WHERE t.team_id = ${teamId}`;
-  if (!row) return { total: 0, docs: '', userIds: [] };
-  return { total: Number(row.total), docs: row.docs ?? '', userIds: row.ids ? row.ids.split(',') : [] };
+    WHERE t.team_id = ${teamId}`.raw() as (Buffer | null)[][];
+  if (!row) return { total: 0, docs: Buffer.alloc(0), userIds: [] };
+  const [total, docs, ids] = row;
+  return { total: Number(total!.toString()), docs: docs ?? Buffer.alloc(0), userIds: ids ? ids.toString().split(',') : [] };
 }
 
 export interface NewUser {

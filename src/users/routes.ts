@@ -21,6 +21,7 @@ export interface UserRoutesDeps {
 }
 
 const SECURITY = [{ apiKey: [] }];
+const LIST_START = Buffer.from('{"users":[');
 const COMMON_ERRORS = {
   401: Type.Ref(ErrorMessage, { description: 'Missing, malformed, unknown, revoked or expired key' }),
   422: Type.Ref(ValidationError, { description: 'Invalid path, query or body value' }),
@@ -29,8 +30,8 @@ const COMMON_ERRORS = {
 };
 const KEY_HEADER = Type.Object({ [API_KEY_HEADER]: Type.Optional(Type.String({ description: 'Team API key' })) });
 
-/** Sends JSON text produced by PostgreSQL as it is: no parse, no re-serialisation. */
-function sendJsonText(reply: FastifyReply, json: string): FastifyReply {
+/** Sends JSON bytes produced by PostgreSQL as they are: no parse, no re-serialisation. */
+function sendJson(reply: FastifyReply, json: Buffer): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(json);
 }
 
@@ -42,7 +43,7 @@ function audit(request: FastifyRequest, userIds: string[]): void {
 function sendUser(request: FastifyRequest, reply: FastifyReply, user: UserDoc | undefined): FastifyReply {
   if (!user) throw userNotFound();
   audit(request, [user.user_id]);
-  return sendJsonText(reply, user.doc);
+  return sendJson(reply, user.doc);
 }
 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
@@ -65,7 +66,9 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     const { offset, limit } = request.query;
     const page = await deps.reads.read((sql) => findUserPage(sql, teamId, offset, limit));
     if (page.userIds.length > 0) audit(request, page.userIds);
-    return sendJsonText(reply, `{"users":[${page.docs}],"total":${page.total},"offset":${offset},"limit":${limit}}`);
+    return sendJson(reply, Buffer.concat([
+      LIST_START, page.docs, Buffer.from(`],"total":${page.total},"offset":${offset},"limit":${limit}}`),
+    ]));
   });
 
   api.get('/v2/user/:user_id', {
