@@ -31,7 +31,6 @@ async function startServer(config: Config) {
   logFlushTimer.unref();
   const app = await buildApp({ config, sql: db.sql, reads, loggerInstance: logger });
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
-  app.server.headersTimeout = config.headersTimeoutMs;
   const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
 
