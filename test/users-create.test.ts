@@ -268,6 +268,13 @@ describe('POST /v2/user/', () => {
       assert.deepEqual(items, [['body.team_id', 'extra_forbidden'], ['body.user_id', 'extra_forbidden']]);
     });
 
+    it('accepts JSON sent with a charset parameter or in another letter case', async () => {
+      for (const type of ['application/json; charset=utf-8', 'Application/JSON']) {
+        const res = await create(JSON.stringify({ client_user_id: unique('ct') }), { headers: { 'content-type': type } });
+        assert.equal(res.statusCode, 200, `${type}: ${res.body}`);
+      }
+    });
+
     it('refuses a wrong content type', async () => {
       const json = JSON.stringify({ client_user_id: unique('ct') });
       for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
