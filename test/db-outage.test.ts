@@ -76,6 +76,15 @@ describe('database outage', () => {
 
   it('answers 503 with Retry-After within a second of the database stopping, and 200 again once it is back', async () => {
     const traffic = load();
+    // However an assertion below fails, the load loops must end, or the test process never exits.
+    try {
+      await outageAndRecovery(traffic);
+    } finally {
+      await traffic.stop();
+    }
+  });
+
+  async function outageAndRecovery(traffic: ReturnType<typeof load>) {
     await sleep(500);
     assert.ok(traffic.answers.length > 0 && traffic.answers.every((a) => a.status === 200), 'all 200 before the outage');
 
@@ -116,5 +125,5 @@ describe('database outage', () => {
     const res = await fetch(`${base}/v2/user/${team.users[0]!.user_id}`, { headers: { 'x-service-api-key': team.key } });
     assert.equal(res.status, 200);
     assert.equal((await fetch(`${base}/readyz`)).status, 200);
-  });
+  }
 });
