@@ -46,7 +46,8 @@ const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-test-logs-'));
 process.env.HDS_TEST_LOG_DIR = logDir;
 
 const child = spawn(process.execPath, [
-  '--import', 'tsx', '--test', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files,
+  // A test that hangs fails after two minutes instead of holding the run (and CI) forever.
+  '--import', 'tsx', '--test', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, '--test-timeout=120000', ...files,
 ], { stdio: 'inherit', env: process.env });
 let code: number = await new Promise((resolve) => child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
 
