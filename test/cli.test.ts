@@ -133,10 +133,12 @@ describe('hds CLI', () => {
       assert.equal(keys.length, 1, 'a refused keys create issued no key');
     });
 
-    it('no command at all exits 2 and shows the usage', async () => {
+    it('no command at all exits 2 with a one-line reason pointing at --help', async () => {
       const r = await hds([]);
       assert.equal(r.code, 2, describeRun(r));
-      assert.match(r.stdout + r.stderr, /usage: hds/);
+      assert.equal(r.stdout, '', describeRun(r));
+      assert.deepEqual(r.stderr.trim().split('\n').length, 1, describeRun(r));
+      assert.match(r.stderr, /--help/);
     });
   });
 

@@ -247,6 +247,8 @@ describe('errors and headers (contract sections 6 and 7)', () => {
       const bad: [string, string][] = [
         ['limit', '0'], ['limit', '501'], ['limit', '-1'], ['limit', 'abc'], ['limit', '1.5'], ['limit', ''],
         ['offset', '-1'], ['offset', 'abc'], ['offset', '2.5'], ['offset', '9007199254740992'],
+        // What a lax number parser would take: not integers as the contract means them.
+        ['limit', '0x10'], ['limit', '1e1'], ['limit', '+5'], ['limit', ' 5 '], ['offset', ' '], ['offset', '0b1'],
       ];
       for (const path of ['/v2/user/', '/v2/user']) {
         for (const [name, value] of bad) {

@@ -173,9 +173,10 @@ function help(): string {
 }
 
 async function main(argv: string[]): Promise<number> {
-  if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
+  if (argv.length === 0) throw new UsageError('no command given; see hds --help');
+  if (argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     out(help());
-    return argv.length === 0 ? 2 : 0;
+    return 0;
   }
   const name = COMMANDS[`${argv[0]} ${argv[1]}`] ? `${argv[0]} ${argv[1]}` : argv[0]!;
   const command = COMMANDS[name];

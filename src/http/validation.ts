@@ -49,3 +49,27 @@ function formatItem(format: string, loc: string[], input: unknown): ValidationIt
   const [type, msg] = FORMAT_MESSAGES[format] ?? ['value_error', `Input should match format ${format}`];
   return { type, loc, msg, input };
 }
+
+export interface IntegerBounds { minimum: number; maximum: number }
+
+/**
+ * Problems with integer query parameters, judged on the raw text. Ajv's type
+ * coercion would take "0x10", "1e1", "+5" or a blank as numbers; the contract
+ * wants anything but a plain integer in range refused. Every problem is listed.
+ */
+export function integerQueryProblems(query: Record<string, unknown>, bounds: Record<string, IntegerBounds>): ValidationItem[] {
+  const items: ValidationItem[] = [];
+  for (const [name, { minimum, maximum }] of Object.entries(bounds)) {
+    const input = query[name];
+    if (input === undefined) continue;
+    const loc = ['query', name];
+    if (typeof input !== 'string' || !/^-?\d{1,20}$/.test(input)) {
+      items.push({ type: 'int_parsing', loc, msg: 'Input should be a valid integer', input });
+      continue;
+    }
+    const value = Number(input);
+    if (value < minimum) items.push({ type: 'greater_than_equal', loc, msg: `Input should be greater than or equal to ${minimum}`, input });
+    else if (value > maximum) items.push({ type: 'less_than_equal', loc, msg: `Input should be less than or equal to ${maximum}`, input });
+  }
+  return items;
+}

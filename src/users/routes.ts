@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTP
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { callerOf, requireApiKey, API_KEY_HEADER } from '../auth/authenticate.js';
+import { integerQueryProblems } from '../http/validation.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 import type { ReadRouter } from '../db/read-router.js';
@@ -22,6 +23,10 @@ export interface UserRoutesDeps {
 
 const SECURITY = [{ apiKey: [] }];
 const LIST_START = Buffer.from('{"users":[');
+const LIST_BOUNDS = {
+  offset: { minimum: ListQuery.properties.offset.minimum!, maximum: ListQuery.properties.offset.maximum! },
+  limit: { minimum: ListQuery.properties.limit.minimum!, maximum: ListQuery.properties.limit.maximum! },
+};
 const COMMON_ERRORS = {
   401: Type.Ref(ErrorMessage, { description: 'Missing, malformed, unknown, revoked or expired key' }),
   422: Type.Ref(ValidationError, { description: 'Invalid path, query or body value' }),
@@ -60,6 +65,10 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
       tags: ['user'], operationId: 'listUsers', security: SECURITY, headers: KEY_HEADER,
       querystring: ListQuery,
       response: { 200: Type.Ref(UserList), ...COMMON_ERRORS },
+    },
+    preValidation: async (request) => {
+      const problems = integerQueryProblems(request.query as Record<string, unknown>, LIST_BOUNDS);
+      if (problems.length > 0) throw invalid(problems);
     },
   }, async (request, reply) => {
     const { teamId } = callerOf(request);
