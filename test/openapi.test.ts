@@ -6,7 +6,7 @@ import { validate, compileErrors } from '@readme/openapi-parser';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { buildOpenApiDocument, openApiText } from '../src/http/openapi-document.js';
-import { findUserDoc } from '../src/users/queries.js';
+import { findUserDocBatched } from '../src/users/doc-batcher.js';
 import { ROOT, teamWithUsers, testApp, testSql } from './helpers.js';
 
 type Doc = Record<string, any>;
@@ -99,6 +99,6 @@ describe('OpenAPI document', () => {
     const id = team.users[0]!.user_id as string;
     const res = await app.inject({ url: `/v2/user/${id}`, headers: { 'x-service-api-key': team.key } });
     assert.equal(res.statusCode, 200);
-    assert.equal(res.body, (await findUserDoc(sql, team.teamId, id))!.doc.toString());
+    assert.equal(res.body, (await findUserDocBatched(sql, team.teamId, id))!.doc.toString());
   });
 });

@@ -31,6 +31,22 @@ describe('GET /v2/user/{user_id}', () => {
     }
   });
 
+  it('answers concurrent lookups of two teams, batched into shared queries, each with its own users only', async () => {
+    const asks = [...team.users, ...other.users].flatMap((u) => [
+      { key: team.key, user: u, mine: u.team_id === team.users[0]!.team_id },
+      { key: other.key, user: u, mine: u.team_id === other.users[0]!.team_id },
+    ]);
+    const answers = await Promise.all(asks.map((a) =>
+      app.inject({ url: `/v2/user/${a.user.user_id}`, headers: { 'x-service-api-key': a.key } })));
+    for (const [i, res] of answers.entries()) {
+      const { user, mine } = asks[i]!;
+      if (mine) assert.equal(res.json().user_id, user.user_id);
+      else assert.deepEqual([res.statusCode, res.json()], [404, { detail: 'User not found' }]);
+    }
+    const upper = await app.inject({ url: `/v2/user/${team.users[0]!.user_id.toUpperCase()}`, headers: { 'x-service-api-key': team.key } });
+    assert.equal(upper.json().user_id, team.users[0]!.user_id, 'an upper-case id finds the user too');
+  });
+
   it("answers another team's user exactly like an unknown id", async () => {
     const foreign = await app.inject({ url: `/v2/user/${other.users[0]!.user_id}`, headers: { 'x-service-api-key': team.key, 'x-request-id': 'same' } });
     const unknown = await app.inject({ url: '/v2/user/00000000-0000-4000-8000-000000000000', headers: { 'x-service-api-key': team.key, 'x-request-id': 'same' } });

@@ -56,11 +56,12 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
   }));
   registerPoolGauges(registry, deps.sql, deps.poolMax);
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     // The route pattern, never the raw URL: ids in paths would explode the label set.
     const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) };
     requests.inc(labels);
     latency.observe(labels, reply.elapsedTime / 1000);
+    done();
   });
 
   const metrics: AppMetrics = { registry, rateLimitRejections };

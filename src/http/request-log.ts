@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
  * and bodies (health data) never reach the log.
  */
 export function registerRequestLog(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     request.log.info({
       method: request.method,
       route: request.routeOptions.url ?? null,
@@ -14,5 +14,6 @@ export function registerRequestLog(app: FastifyInstance): void {
       team_id: request.caller?.teamId ?? null,
       key_id: request.caller?.keyId ?? null,
     }, 'request');
+    done();
   });
 }

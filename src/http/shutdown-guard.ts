@@ -10,9 +10,9 @@ import { unavailable } from '../errors.js';
 export function registerShutdownGuard(app: FastifyInstance): void {
   let closing = false;
   app.addHook('preClose', async () => { closing = true; });
-  app.addHook('onRequest', async (_request, reply) => {
-    if (!closing) return;
+  app.addHook('onRequest', (_request, reply, done) => {
+    if (!closing) return done();
     reply.header('connection', 'close');
-    throw unavailable();
+    done(unavailable());
   });
 }

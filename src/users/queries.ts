@@ -18,11 +18,6 @@ function userDoc(rows: RawRow[]): UserDoc | undefined {
   return row ? { user_id: row[0]!.toString(), doc: row[1]! } : undefined;
 }
 
-export async function findUserDoc(sql: Sql, teamId: string, userId: string): Promise<UserDoc | undefined> {
-  return userDoc(await sql`
-    SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND user_id = ${userId}`.raw() as RawRow[]);
-}
-
 export async function findUserDocByClientUserId(sql: Sql, teamId: string, clientUserId: string): Promise<UserDoc | undefined> {
   return userDoc(await sql`
     SELECT user_id, doc FROM users WHERE team_id = ${teamId} AND client_user_id = ${clientUserId}`.raw() as RawRow[]);

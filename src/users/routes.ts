@@ -7,7 +7,8 @@ import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 import type { ReadRouter } from '../db/read-router.js';
 import { clientUserIdExists, invalid, methodNotAllowed, userNotFound } from '../errors.js';
-import { createUser, findUserDoc, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
+import { createUser, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
+import { findUserDocBatched } from './doc-batcher.js';
 import {
   ClientUserIdConflict, ClientUserIdParams, CreatedUser, CreateUserBody, ErrorMessage, ListQuery,
   UserIdParams, UserList, User, ValidationError,
@@ -54,8 +55,9 @@ function sendUser(request: FastifyRequest, reply: FastifyReply, user: UserDoc | 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   requireApiKey(app, deps.verifier);
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     reply.header('cache-control', 'no-store');
+    done(null, payload);
   });
 
   api.get('/v2/user/', {
@@ -91,7 +93,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     const { teamId } = callerOf(request);
     const { user_id } = request.params;
     // A replica may lag behind a create that just happened: readConfirmed confirms a miss on the primary.
-    const user = await deps.reads.readConfirmed((sql) => findUserDoc(sql, teamId, user_id));
+    const user = await deps.reads.readConfirmed((sql) => findUserDocBatched(sql, teamId, user_id));
     return sendUser(request, reply, user);
   });
 
