@@ -1,7 +1,9 @@
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { runToEnd, startProcess, stopProcess, type Child } from './processes.js';
+import { freePort } from '../src/free-port.js';
+
+export { freePort };
 
 /** Where the service and the CLI find their database: a URL, or the embedded PostgreSQL in a data directory. */
 export type DatabaseTarget = { databaseUrl: string } | { dataDir: string };
@@ -14,16 +16,6 @@ export function databaseEnv(target: DatabaseTarget): Record<string, string | und
   return env;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -17,6 +16,7 @@ import { connect, type Sql } from '../src/db/client.js';
 import { migrate } from '../src/db/migrate.js';
 import { ReadRouter } from '../src/db/read-router.js';
 import { teamWithUsers } from './helpers.js';
+import { freePort } from '../src/free-port.js';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 const NEEDED = ['initdb', 'postgres', 'pg_ctl', 'pg_basebackup'];
@@ -42,16 +42,6 @@ function pg(bin: string, args: string[]): Promise<string> {
   });
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** One PostgreSQL server directory, started and stopped with pg_ctl. */
 class Server {

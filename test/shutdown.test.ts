@@ -13,20 +13,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ROOT } from './helpers.js';
+import { freePort } from '../src/free-port.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const GRACE_MS = 4000;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function until<T>(what: string, timeoutMs: number, check: () => T | undefined | false | Promise<T | undefined | false>): Promise<T> {
   const start = Date.now();

@@ -1,9 +1,9 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from '../free-port.js';
 
 /**
  * A private PostgreSQL server run from the binaries shipped in the
@@ -68,17 +68,6 @@ function assertReachable(dir: string, ids: { uid: number; gid: number }): void {
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Port of a live server already running on `pgdata`, read from its postmaster.pid. */
 function runningPort(pgdata: string): number | undefined {
