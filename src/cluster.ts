@@ -1,9 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Config } from './config.js';
-import { connect } from './db/client.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
-import { announceDemo, isEmpty, seedDemo } from './demo-seed.js';
+import { openDatabase } from './db/database.js';
+import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
 
 /**
  * WORKERS=N: the primary process forks N workers that each run the whole
@@ -24,33 +22,25 @@ const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
 const MAX_START_FAILURES = 5;
 const RESTART_DELAY_MS = 1000;
 
-interface PreparedDatabase {
-  /** Handed to the workers, so that none of them starts, seeds or stops the embedded PostgreSQL. */
-  url: string;
-  embedded: EmbeddedPostgres | undefined;
-  demo: { teamId: string; key: string } | undefined;
-}
-
-/** Starts the embedded PostgreSQL if needed, applies migrations and seeds the demo team: once, here. */
-async function prepareDatabase(config: Config): Promise<PreparedDatabase> {
-  const embedded = config.databaseUrl ? undefined : await startEmbeddedPostgres(config.dataDir, say);
-  const url = config.databaseUrl ?? embedded!.url;
-  const sql = connect(url, { max: 1, connectTimeoutS: config.dbConnectTimeoutS, applicationName: 'hds-cluster' });
+/**
+ * Starts the embedded PostgreSQL if needed, applies migrations and seeds the demo team: once, here.
+ * Workers get the URL, so that none of them starts, seeds or stops the embedded PostgreSQL; this
+ * process keeps no pool open while they run, and stops the embedded server last.
+ */
+async function prepareDatabase(config: Config) {
+  const db = await openDatabase({ ...config, dbPoolMax: 1, databaseReadUrls: [] }, say, 'hds-cluster');
   try {
-    const applied = await migrate(sql);
-    if (applied.length > 0) say(`applied migrations: ${applied.join(', ')}`);
-    const demo = embedded && config.demoSeed && (await isEmpty(sql)) ? await seedDemo(sql) : undefined;
-    return { url, embedded, demo };
+    const demo = await seedDemoOnFirstStart(db, config);
+    await db.closePools();
+    return { url: db.url, demo, stop: () => db.close() };
   } catch (err) {
-    await embedded?.stop();
+    await db.close();
     throw err;
-  } finally {
-    await sql.end({ timeout: 5 });
   }
 }
 
 export async function runCluster(config: Config): Promise<void> {
-  const { url, embedded, demo } = await prepareDatabase(config);
+  const { url, demo, stop } = await prepareDatabase(config);
   const listened = new WeakSet<Worker>();
   let startFailures = 0;
   let stopping = false;
@@ -104,7 +94,7 @@ export async function runCluster(config: Config): Promise<void> {
     }, config.shutdownGraceMs + 5_000);
     await Promise.all(exited);
     clearTimeout(force);
-    await embedded?.stop();
+    await stop();
     process.exit(exitCode);
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {

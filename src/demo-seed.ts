@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
+import type { Database } from './db/database.js';
 import { issueKey } from './auth/issue-key.js';
 import { createTeam } from './teams/team-store.js';
 import { importUsers } from './users/import.js';
@@ -45,9 +47,14 @@ export async function seedDemo(sql: Sql): Promise<{ teamId: string; key: string 
   return { teamId, key };
 }
 
-export async function isEmpty(sql: Sql): Promise<boolean> {
+async function isEmpty(sql: Sql): Promise<boolean> {
   const [row] = await sql<{ empty: boolean }[]>`SELECT NOT EXISTS (SELECT 1 FROM teams) AS empty`;
   return row?.empty ?? true;
+}
+
+/** Seeds the demo on the first start of an empty embedded database, and never with DATABASE_URL. */
+export async function seedDemoOnFirstStart(db: Database, config: Config): Promise<{ teamId: string; key: string } | undefined> {
+  return db.embedded && config.demoSeed && (await isEmpty(db.sql)) ? seedDemo(db.sql) : undefined;
 }
 
 /** Tells a newcomer what was created, with a ready-to-paste request (stdout: the curl line alone). */

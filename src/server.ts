@@ -4,7 +4,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './db/database.js';
 import { ReadRouter } from './db/read-router.js';
 import { isClusterPrimary, runCluster } from './cluster.js';
-import { announceDemo, isEmpty, seedDemo } from './demo-seed.js';
+import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
 import { startMetricsServer } from './http/metrics.js';
 
 /**
@@ -17,8 +17,7 @@ async function startServer(config: Config) {
   const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
   const db = await openDatabase(config, say, 'hds-server');
 
-  let demo: { teamId: string; key: string } | undefined;
-  if (db.embedded && config.demoSeed && (await isEmpty(db.sql))) demo = await seedDemo(db.sql);
+  const demo = await seedDemoOnFirstStart(db, config);
 
   const reads = new ReadRouter(db.sql, db.replicas.map((sql, i) => ({ sql, url: config.databaseReadUrls[i]! })));
   // Buffered log writes: one write per 8 KiB instead of a syscall per line on the request path. Synchronous

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
@@ -74,11 +75,34 @@ export async function* lines(records: object[]): AsyncGenerator<string> {
 }
 
 /** Imports `count` generated users into a new team with a key; returns the team and its records. */
-export async function teamWithUsers(sql: Sql, count: number): Promise<TestTeam & { users: Record<string, any>[] }> {
+export type TeamWithUsers = TestTeam & { users: Record<string, any>[] };
+
+export async function teamWithUsers(sql: Sql, count: number): Promise<TeamWithUsers> {
   const team = await teamWithKey(sql);
   const users = generateUsers(count).map((u) => ({ ...u, team_id: team.teamId }));
   await importUsers(sql, lines(users));
   return { ...team, users };
+}
+
+export interface AppWithTwoTeams { sql: Sql; app: App; team: TeamWithUsers; other: TeamWithUsers }
+
+/**
+ * The usual fixture of a read test: a pool, an app, the caller's team and
+ * another team, each with generated users; built before the file's tests
+ * (handed over through `use`) and closed after them.
+ */
+export function appWithTwoTeams(teamSize: number, otherSize: number, use: (fixture: AppWithTwoTeams) => void): void {
+  let fixture: AppWithTwoTeams | undefined;
+  before(async () => {
+    const sql = testSql();
+    const app = await testApp(sql);
+    fixture = { sql, app, team: await teamWithUsers(sql, teamSize), other: await teamWithUsers(sql, otherSize) };
+    use(fixture);
+  });
+  after(async () => {
+    await fixture?.app.close();
+    await fixture?.sql.end();
+  });
 }
 
 /** The API's list order. */

@@ -1,27 +1,18 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { asApiUser, canonicalTimes, comparableHeaders, teamWithKey, teamWithUsers, testApp, testSql } from './helpers.js';
+import { appWithTwoTeams, asApiUser, canonicalTimes, comparableHeaders, teamWithKey, type TeamWithUsers } from './helpers.js';
 
 const resolveUrl = (clientUserId: string) => `/v2/user/resolve/${encodeURIComponent(clientUserId)}`;
 
 describe('GET /v2/user/resolve/{client_user_id}', () => {
   let sql: Sql;
   let app: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
-  let other: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
+  let other: TeamWithUsers;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithUsers(sql, 10);
-    other = await teamWithUsers(sql, 3);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTwoTeams(10, 3, (f) => ({ sql, app, team, other } = f));
 
   const get = (url: string, key: string, extra: Record<string, string> = {}) =>
     app.inject({ url, headers: { 'x-service-api-key': key, ...extra } });

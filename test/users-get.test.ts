@@ -1,25 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Sql } from '../src/db/client.js';
+import { describe, it } from 'node:test';
 import type { App } from '../src/app.js';
-import { asApiUser, canonicalTimes, comparableHeaders, teamWithUsers, testApp, testSql } from './helpers.js';
+import { appWithTwoTeams, asApiUser, canonicalTimes, comparableHeaders, type TeamWithUsers } from './helpers.js';
 
 describe('GET /v2/user/{user_id}', () => {
-  let sql: Sql;
   let app: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
-  let other: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
+  let other: TeamWithUsers;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithUsers(sql, 20);
-    other = await teamWithUsers(sql, 5);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTwoTeams(20, 5, (f) => ({ app, team, other } = f));
 
   it('returns the imported user with provider as a copy of source', async () => {
     for (const user of team.users) {

@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomInt } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/users/import.js';
-import {
-  asApiUser, byListOrder, canonicalTimes, generateUsers, lines, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam,
-} from './helpers.js';
+import { appWithTwoTeams, asApiUser, byListOrder, canonicalTimes, generateUsers, lines, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
 
 type ApiUser = Record<string, any> & { user_id: string; created_on: string };
 
@@ -17,19 +15,10 @@ describe('GET /v2/user/ (listing and paging)', () => {
   let sql: Sql;
   let app: App;
   // More than 500 users, so that every tested limit, the largest included, needs several pages.
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
-  let other: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
+  let other: TeamWithUsers;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithUsers(sql, 523);
-    other = await teamWithUsers(sql, 40);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTwoTeams(523, 40, (f) => ({ sql, app, team, other } = f));
 
   const list = (key: string, query = '', path = '/v2/user/') =>
     app.inject({ url: `${path}${query}`, headers: { 'x-service-api-key': key } });

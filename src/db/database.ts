@@ -4,20 +4,22 @@ import { startEmbeddedPostgres } from './embedded.js';
 import { migrate } from './migrate.js';
 
 export interface Database {
+  /** The primary's URL (the embedded server's, when embedded). */
+  url: string;
   sql: Sql;
   /** Pools for the read replicas (empty without DATABASE_READ_URLS). */
   replicas: Sql[];
   /** True when running on the embedded PostgreSQL. */
   embedded: boolean;
-  /** True on the first start of a new embedded cluster. */
-  createdCluster: boolean;
+  /** Closes the pools only: an embedded server keeps running (the cluster primary hands it to its workers). */
+  closePools(): Promise<void>;
   /** Closes the pools, then stops the embedded server if this process started it. */
   close(): Promise<void>;
 }
 
 /**
  * Connects to DATABASE_URL, or starts/attaches to the embedded PostgreSQL,
- * and applies pending migrations. Used by the server and the CLI alike.
+ * and applies pending migrations. Used by the server, the cluster primary and the CLI alike.
  */
 export async function openDatabase(config: Config, log: (msg: string) => void, applicationName = 'hds'): Promise<Database> {
   const embedded = config.databaseUrl ? undefined : await startEmbeddedPostgres(config.dataDir, log);
@@ -30,8 +32,11 @@ export async function openDatabase(config: Config, log: (msg: string) => void, a
   };
   const sql = connect(url, options);
   const replicas = config.databaseReadUrls.map((u) => connect(u, { ...options, applicationName: `${applicationName}-read` }));
-  const close = async () => {
+  const closePools = async () => {
     await Promise.all([sql, ...replicas].map((s) => s.end({ timeout: 5 })));
+  };
+  const close = async () => {
+    await closePools();
     await embedded?.stop();
   };
   try {
@@ -41,5 +46,5 @@ export async function openDatabase(config: Config, log: (msg: string) => void, a
     await close();
     throw err;
   }
-  return { sql, replicas, embedded: !!embedded, createdCluster: embedded?.created ?? false, close };
+  return { url, sql, replicas, embedded: !!embedded, closePools, close };
 }

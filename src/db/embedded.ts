@@ -15,10 +15,7 @@ import { freePort } from '../free-port.js';
  */
 export interface EmbeddedPostgres {
   url: string;
-  /** True when this process started the server (and so owns stopping it). */
-  owned: boolean;
-  /** True when this call created the cluster (first start of an empty directory). */
-  created: boolean;
+  /** Stops the server if this process started it; a shared one is left to its owner. */
   stop(): Promise<void>;
 }
 
@@ -114,7 +111,6 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   const ids = runAsUser();
   if (ids) assertReachable(pgdata, ids);
 
-  let created = false;
   if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
     const bin = await binaries();
     log(`creating a new PostgreSQL cluster in ${pgdata}`);
@@ -135,7 +131,6 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
       fs.rmSync(path.dirname(tmpPw), { recursive: true, force: true });
     }
     fs.writeFileSync(passwordFile, password, { mode: 0o600 });
-    created = true;
   }
   const password = fs.readFileSync(passwordFile, 'utf8').trim();
   const urlFor = (port: number) => `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
@@ -143,7 +138,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   const existing = runningPort(pgdata);
   if (existing) {
     log(`using the embedded PostgreSQL already running on port ${existing}`);
-    return { url: urlFor(existing), owned: false, created, stop: async () => {} };
+    return { url: urlFor(existing), stop: async () => {} };
   }
 
   const bin = await binaries();
@@ -171,7 +166,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     if (exited) {
       // Another process may have won a race to start the same directory: share its server.
       const other = runningPort(pgdata);
-      if (other) return { url: urlFor(other), owned: false, created, stop: async () => {} };
+      if (other) return { url: urlFor(other), stop: async () => {} };
       throw new Error(`embedded PostgreSQL did not start; see ${path.join(dataDir, 'postgres.log')}`);
     }
     if (Date.now() > deadline) {
@@ -184,8 +179,6 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
 
   return {
     url: urlFor(port),
-    owned: true,
-    created,
     async stop() {
       if (exited) return;
       // SIGINT is PostgreSQL's "fast" shutdown: a clean checkpoint, no recovery needed at the next start.

@@ -12,12 +12,10 @@ const PROBE = { tags: ['operations'], security: [] };
  * Probes for orchestrators, outside the users scope so they need no key.
  * /healthz: the process answers (no database: a database outage must not get
  * healthy processes restarted). /readyz: this instance can serve traffic:
- * the database answers, its schema is current, and we are not shutting down.
+ * the database answers and its schema is current. While shutting down, the
+ * shutdown guard (src/http/shutdown-guard.ts) answers 503 before any route.
  */
 export async function healthRoutes(app: FastifyInstance, deps: { sql: Sql }): Promise<void> {
-  let closing = false;
-  app.addHook('preClose', async () => { closing = true; });
-
   app.get('/healthz', {
     schema: { ...PROBE, summary: 'Liveness', operationId: 'healthz', response: { 200: Status } },
   }, async () => ({ status: 'ok' }));
@@ -29,7 +27,7 @@ export async function healthRoutes(app: FastifyInstance, deps: { sql: Sql }): Pr
       response: { 200: Status, 503: Type.Ref(ErrorMessage, { description: 'Database unreachable, migrations pending, or shutting down' }) },
     },
   }, async (request) => {
-    const problem = closing ? 'shutting down' : await databaseProblem(deps.sql);
+    const problem = await databaseProblem(deps.sql);
     if (problem) {
       request.log.warn({ reason: problem }, 'not ready');
       throw unavailable();

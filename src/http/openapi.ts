@@ -55,17 +55,15 @@ const RESPONSE_HEADERS: Record<string, Record<string, { description: string; typ
 };
 
 /**
- * What the document adds to a route's own schema: the key header is described
- * once, by the security scheme, instead of as a parameter too; every operation
- * can answer 500; error responses name the headers they carry.
+ * What the document adds to a route's own schema: every operation can answer
+ * 500; error responses name the headers they carry. (The key header is
+ * described once, by the security scheme.)
  */
 function documented(schema: FastifySchema | undefined): FastifySchema {
   if (!schema) return {};
-  const { headers, response, ...rest } = schema as FastifySchema & { response?: Record<string, object> };
+  const { response, ...rest } = schema as FastifySchema & { response?: Record<string, object> };
   const out: FastifySchema & Record<string, unknown> = { ...rest };
   if (rest.querystring) out.querystring = defaultsNotRequired(rest.querystring);
-  const otherHeaders = withoutKeyHeader(headers);
-  if (otherHeaders) out.headers = otherHeaders;
   if (response) {
     const all: Record<string, object> = { ...response, 500: Type.Ref(ErrorMessage, { description: 'Bug; nothing internal is leaked' }) };
     out.response = Object.fromEntries(Object.entries(all).map(([status, body]) => {
@@ -83,11 +81,4 @@ function defaultsNotRequired(querystring: unknown): unknown {
   const q = querystring as { required?: string[]; properties?: Record<string, { default?: unknown }> };
   if (!q.required || !q.properties) return querystring;
   return { ...q, required: q.required.filter((name) => q.properties?.[name]?.default === undefined) };
-}
-
-function withoutKeyHeader(headers: unknown): unknown {
-  const h = headers as { properties?: Record<string, unknown> } | undefined;
-  if (!h?.properties) return headers;
-  const { [API_KEY_HEADER]: _key, ...properties } = h.properties;
-  return Object.keys(properties).length > 0 ? { ...h, properties } : undefined;
 }

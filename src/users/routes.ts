@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, HTTPMethods } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { callerOf, requireApiKey, API_KEY_HEADER } from '../auth/authenticate.js';
+import { callerOf, requireApiKey } from '../auth/authenticate.js';
 import { integerQueryProblems } from '../http/validation.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
@@ -34,7 +34,6 @@ const COMMON_ERRORS = {
   429: Type.Ref(ErrorMessage, { description: 'Rate limit exceeded' }),
   503: Type.Ref(ErrorMessage, { description: 'Database unavailable or shutting down' }),
 };
-const KEY_HEADER = Type.Object({ [API_KEY_HEADER]: Type.Optional(Type.String({ description: 'Team API key' })) });
 
 /** Sends JSON bytes produced by PostgreSQL as they are: no parse, no re-serialisation. */
 function sendJson(reply: FastifyReply, json: Buffer): FastifyReply {
@@ -64,7 +63,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     schema: {
       summary: "List the team's users",
       description: 'Users of the team that owns the key, ordered by created_on then user_id. The cost of a page does not depend on the offset.',
-      tags: ['user'], operationId: 'listUsers', security: SECURITY, headers: KEY_HEADER,
+      tags: ['user'], operationId: 'listUsers', security: SECURITY,
       querystring: ListQuery,
       response: { 200: Type.Ref(UserList), ...COMMON_ERRORS },
     },
@@ -85,7 +84,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   api.get('/v2/user/:user_id', {
     schema: {
       summary: 'Get one user',
-      tags: ['user'], operationId: 'getUser', security: SECURITY, headers: KEY_HEADER,
+      tags: ['user'], operationId: 'getUser', security: SECURITY,
       params: UserIdParams,
       response: { 200: Type.Ref(User), 404: Type.Ref(ErrorMessage, { description: 'User not found in the caller\'s team' }), ...COMMON_ERRORS },
     },
@@ -100,7 +99,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   api.get('/v2/user/resolve/:client_user_id', {
     schema: {
       summary: 'Get one user by client_user_id',
-      tags: ['user'], operationId: 'resolveUser', security: SECURITY, headers: KEY_HEADER,
+      tags: ['user'], operationId: 'resolveUser', security: SECURITY,
       params: ClientUserIdParams,
       response: { 200: Type.Ref(User), 404: Type.Ref(ErrorMessage, { description: 'User not found in the caller\'s team' }), ...COMMON_ERRORS },
     },
@@ -114,7 +113,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   api.post('/v2/user/', {
     schema: {
       summary: 'Create a user',
-      tags: ['user'], operationId: 'createUser', security: SECURITY, headers: KEY_HEADER,
+      tags: ['user'], operationId: 'createUser', security: SECURITY,
       body: CreateUserBody,
       response: {
         200: CreatedUser,
