@@ -69,15 +69,21 @@ describe('request and audit logs', () => {
     for (const u of team.users) assert.ok(!text.includes(u.client_user_id), 'a response body reached the log');
   });
 
-  it('writes an audit line listing the user ids returned, with team and key', async () => {
+  it('audits the user ids returned on the request line, with team and key', async () => {
     text = '';
     const page = await app.inject({ url: '/v2/user/?limit=3', headers: { 'x-service-api-key': team.key } });
     const one = await app.inject({ url: `/v2/user/${team.users[1]!.user_id}`, headers: { 'x-service-api-key': team.key } });
     await app.inject({ url: '/v2/user/00000000-0000-4000-8000-000000000000', headers: { 'x-service-api-key': team.key } });
     const audits = lines().filter((l) => l.audit);
-    assert.equal(audits.length, 2, 'one audit line per answer that returned records, none for the 404');
-    assert.deepEqual(audits[0]!.audit, { team_id: team.teamId, key_id: team.keyId, user_ids: page.json().users.map((u: { user_id: string }) => u.user_id) });
-    assert.deepEqual(audits[1]!.audit, { team_id: team.teamId, key_id: team.keyId, user_ids: [one.json().user_id] });
+    assert.equal(audits.length, 2, 'one audit record per answer that returned records, none for the 404');
+    assert.deepEqual(audits[0]!.audit, { user_ids: page.json().users.map((u: { user_id: string }) => u.user_id) });
+    assert.deepEqual(audits[1]!.audit, { user_ids: [one.json().user_id] });
+    for (const a of audits) {
+      assert.equal(a.msg, 'request', 'the audit record is the request\'s own line');
+      assert.equal(a.team_id, team.teamId);
+      assert.equal(a.key_id, team.keyId);
+      assert.equal(a.status, 200);
+    }
     assert.equal(audits[0]!.request_id, page.headers['x-request-id'], 'the audit line carries the request id');
   });
 

@@ -6,7 +6,7 @@ import { integerQueryProblems } from '../http/validation.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 import type { ReadRouter } from '../db/read-router.js';
-import { clientUserIdExists, invalid, methodNotAllowed, userNotFound } from '../errors.js';
+import { clientUserIdExists, invalid, methodNotAllowed, unauthorized, userNotFound } from '../errors.js';
 import { createUser, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
 import { findUserDocBatched } from './doc-batcher.js';
 import {
@@ -23,7 +23,6 @@ export interface UserRoutesDeps {
 }
 
 const SECURITY = [{ apiKey: [] }];
-const LIST_START = Buffer.from('{"users":[');
 const LIST_BOUNDS = {
   offset: { minimum: ListQuery.properties.offset.minimum!, maximum: ListQuery.properties.offset.maximum! },
   limit: { minimum: ListQuery.properties.limit.minimum!, maximum: ListQuery.properties.limit.maximum! },
@@ -40,24 +39,15 @@ function sendJson(reply: FastifyReply, json: Buffer): FastifyReply {
   return reply.type('application/json; charset=utf-8').send(json);
 }
 
-function audit(request: FastifyRequest, userIds: string[]): void {
-  const { teamId, keyId } = callerOf(request);
-  request.log.info({ audit: { team_id: teamId, key_id: keyId, user_ids: userIds } }, 'user records returned');
-}
-
 function sendUser(request: FastifyRequest, reply: FastifyReply, user: UserDoc | undefined): FastifyReply {
   if (!user) throw userNotFound();
-  audit(request, [user.user_id]);
+  request.returnedUserIds = [user.user_id];
   return sendJson(reply, user.doc);
 }
 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   requireApiKey(app, deps.verifier);
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    reply.header('cache-control', 'no-store');
-    done(null, payload);
-  });
 
   api.get('/v2/user/', {
     schema: {
@@ -75,10 +65,10 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     const { teamId } = callerOf(request);
     const { offset, limit } = request.query;
     const page = await deps.reads.read((sql) => findUserPage(sql, teamId, offset, limit));
-    if (page.userIds.length > 0) audit(request, page.userIds);
-    return sendJson(reply, Buffer.concat([
-      LIST_START, page.docs, Buffer.from(`],"total":${page.total},"offset":${offset},"limit":${limit}}`),
-    ]));
+    // No team row: the key's team was deleted between authentication and this read.
+    if (!page) throw unauthorized();
+    if (page.userIds.length > 0) request.returnedUserIds = page.userIds;
+    return sendJson(reply, page.body);
   });
 
   api.get('/v2/user/:user_id', {
