@@ -69,11 +69,17 @@ describe('stored user documents (users.doc) equal the reference view', () => {
 
   it('writes date-times exactly as PostgreSQL does', async () => {
     const samples = ['2021-03-04T05:06:07.123456+02:00', '2021-03-04T05:06:07Z', '2021-03-04T05:06:07.100+00:00',
-      '1999-12-31T23:30:00-01:00', '2024-02-29T12:00:00.000001+00:00', '2021-03-04T05:06:07.5+14:00'];
+      '1999-12-31T23:30:00-01:00', '2024-02-29T12:00:00.000001+00:00', '2021-03-04T05:06:07.5+14:00',
+      '2021-03-04T05:06:07.120-00:00', '2021-03-04T05:06:07.000000z', '1000-01-01T00:00:00Z', '9999-12-31T23:59:59.999999Z',
+      '1000-01-01T00:30:00+00:30', '2020-12-31T23:59:59.5-10:00'];
     for (const s of samples) {
       const [row] = await sql<{ t: string }[]>`SELECT to_json(${s}::text::timestamptz) #>> '{}' AS t`;
       assert.equal(pgTimestamp(s), row!.t, s);
     }
     assert.equal(pgTimestamp('2021-03-04T05:06:07.1234567+00:00'), null, 'more than microseconds is refused, not rounded');
+    for (const outside of ['0999-12-31T23:59:59Z', '0999-12-31T23:59:59+00:00', '1000-01-01T00:00:00+00:01', '2021-03-04T05:06:60Z',
+      '2021-02-29T00:00:00Z', '2021-04-31T00:00:00+02:00', '2021-03-04T24:00:00Z', '2021-03-04T05:60:00Z', '2021-13-01T00:00:00Z']) {
+      assert.equal(pgTimestamp(outside), null, outside);
+    }
   });
 });

@@ -1,6 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { unauthorized } from '../errors.js';
-import { sendError } from '../http/error-handler.js';
 import type { Caller, KeyVerifier } from './key-verifier.js';
 
 declare module 'fastify' {
@@ -18,14 +17,25 @@ export const API_KEY_HEADER = 'x-service-api-key';
  */
 export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): void {
   // Every refusal is the same answer (missing, malformed, unknown, revoked and expired keys are
-  // indistinguishable), so it is built once: floods of bad keys cost no Error and no error-handler pass.
+  // indistinguishable), so it is built once, body included: floods of bad keys cost no Error,
+  // no error-handler pass and no serialisation.
   const refusal = unauthorized();
-  scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if ((request.routeOptions.config as { skipAuth?: boolean }).skipAuth) return;
+  const refusalBody = JSON.stringify({ detail: refusal.detail });
+  const refuse = (reply: FastifyReply) =>
+    reply.code(refusal.statusCode).headers(refusal.headers).type('application/json; charset=utf-8').send(refusalBody);
+
+  // Callback style: a cached or malformed key is judged synchronously, with no promise per request.
+  scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    if ((request.routeOptions.config as { skipAuth?: boolean }).skipAuth) return done();
     const header = request.headers[API_KEY_HEADER];
-    const caller = await verifier.verify(typeof header === 'string' ? header : undefined);
-    if (!caller) return sendError(reply, refusal);
-    request.caller = caller;
+    const decide = (caller: Caller | undefined) => {
+      if (!caller) return void refuse(reply);
+      request.caller = caller;
+      done();
+    };
+    const result = verifier.verify(typeof header === 'string' ? header : undefined);
+    if (result instanceof Promise) result.then(decide, done);
+    else decide(result);
   });
 }
 

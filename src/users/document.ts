@@ -53,6 +53,14 @@ export function userDocument(u: UserDocInput): string {
   });
 }
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+function isDayOfMonth(year: number, month: number, day: number): boolean {
+  if (month < 1 || month > 12 || day < 1) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!);
+}
+
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|z|[+-]\d{2}:\d{2})$/;
 
 /**
@@ -60,20 +68,24 @@ const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(Z|
  * session: "YYYY-MM-DDTHH:MM:SS[.fraction]+00:00", the fraction without
  * trailing zeros. Returns null for values PostgreSQL would store differently
  * than written (more than microsecond precision, leap seconds, years outside
- * 1000-9999), which the import refuses rather than silently rounding.
+ * 1000-9999), which the import refuses rather than silently rounding, and
+ * for impossible ones (February 30th, hour 24).
  */
 export function pgTimestamp(value: string): string | null {
   const m = RFC3339.exec(value);
   if (!m) return null;
   const [, y, mo, d, h, mi, s, frac = '', zone] = m;
-  if (frac.length > 6 || Number(s) > 59) return null;
-  let offsetMin = 0;
-  if (zone !== 'Z' && zone !== 'z') {
-    offsetMin = (Number(zone!.slice(1, 3)) * 60 + Number(zone!.slice(4, 6))) * (zone![0] === '-' ? -1 : 1);
+  if (frac.length > 6 || s! > '59' || mi! > '59' || h! > '23' || !isDayOfMonth(Number(y), Number(mo), Number(d))) return null;
+  const fraction = frac.replace(/0+$/, '');
+  // Already UTC (what exports and most sources write): the fields are PostgreSQL's as they stand,
+  // no Date round trip (this function was a fifth of an import's per-line time).
+  if (zone === 'Z' || zone === 'z' || zone === '+00:00' || zone === '-00:00') {
+    if (y! < '1000') return null;
+    return `${y}-${mo}-${d}T${h}:${mi}:${s}${fraction ? '.' + fraction : ''}+00:00`;
   }
+  const offsetMin = (Number(zone!.slice(1, 3)) * 60 + Number(zone!.slice(4, 6))) * (zone![0] === '-' ? -1 : 1);
   const ms = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)) - offsetMin * 60_000;
   const iso = new Date(ms).toISOString();
   if (!/^\d{4}-/.test(iso) || iso < '1000') return null;
-  const fraction = frac.replace(/0+$/, '');
   return `${iso.slice(0, 19)}${fraction ? '.' + fraction : ''}+00:00`;
 }

@@ -201,10 +201,18 @@ async function checkStaged(tx: Tx): Promise<void> {
   await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'client_user_id ' || to_json(client_user_id)::text || ' already appears in this team on line ' || min(line) AS reason
     FROM import_users GROUP BY team_id, client_user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
+  // The file's connected sources, expanded from JSON once, and each description of a source once
+  // (a hash aggregate down to a few rows: the checks and the catalogue upsert below sort no large set).
+  await tx`
+    CREATE TEMP TABLE import_sources ON COMMIT DROP AS
+    SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
+    FROM import_users i, json_array_elements(i.sources) e`;
+  await tx`
+    CREATE TEMP TABLE import_source_versions ON COMMIT DROP AS
+    SELECT slug, name, logo, min(line) AS line FROM import_sources GROUP BY slug, name, logo`;
   await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'source ' || to_json(slug)::text || ' has another name or logo on line ' || min(line) AS reason
-    FROM (SELECT DISTINCT ON (e->>0, e->>1, e->>2) i.line, e->>0 AS slug
-          FROM import_users i, json_array_elements(i.sources) e ORDER BY e->>0, e->>1, e->>2, i.line) d
+    FROM import_source_versions
     GROUP BY slug HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
   await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT i.line, 'user_id ' || i.user_id || ' belongs to another team' AS reason
@@ -229,14 +237,10 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
     ORDER BY team_id FOR UPDATE`;
   const teamIds = affected.map((t) => t.team_id);
 
-  await tx`
-    CREATE TEMP TABLE import_sources ON COMMIT DROP AS
-    SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
-    FROM import_users i, json_array_elements(i.sources) e`;
   // The file's description of a source replaces the catalogue's; stored users of a changed source get new documents below.
   const upserted = await tx<{ source_id: number; existed: boolean }[]>`
     INSERT INTO sources AS c (slug, name, logo)
-    SELECT DISTINCT ON (slug) slug, name, logo FROM import_sources ORDER BY slug, line
+    SELECT slug, name, logo FROM import_source_versions
     ON CONFLICT (slug) DO UPDATE SET name = excluded.name, logo = excluded.logo
     WHERE (c.name, c.logo) IS DISTINCT FROM (excluded.name, excluded.logo)
     RETURNING source_id, (xmax <> 0) AS existed`;
