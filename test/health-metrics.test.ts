@@ -121,6 +121,11 @@ describe('/metrics', () => {
     assert.equal(valueOf(after, 'http_requests_total', route) - valueOf(before, 'http_requests_total', route), n);
     assert.equal(valueOf(after, 'http_request_duration_seconds_count', route) - valueOf(before, 'http_request_duration_seconds_count', route), n);
     assert.ok(valueOf(after, 'http_request_duration_seconds_sum', route) > 0);
+    const buckets = after.filter((s) => s.name === 'http_request_duration_seconds_bucket' && Object.entries(route).every(([k, v]) => s.labels[k] === v));
+    assert.equal(buckets.length, 14, '13 bounds and +Inf');
+    for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i]!.value >= buckets[i - 1]!.value, 'buckets are cumulative');
+    assert.equal(buckets.at(-1)!.labels.le, '+Inf');
+    assert.equal(buckets.at(-1)!.value, valueOf(after, 'http_request_duration_seconds_count', route));
     assert.equal(valueOf(after, 'http_requests_total', { route: '/v2/user/:user_id', status: '401' }) - valueOf(before, 'http_requests_total', { route: '/v2/user/:user_id', status: '401' }), 1);
     assert.equal(valueOf(after, 'http_requests_total', { route: 'unmatched', status: '404' }) - valueOf(before, 'http_requests_total', { route: 'unmatched', status: '404' }), 1);
     assert.ok(!after.some((s) => Object.values(s.labels).some((v) => v.includes(team.users[0]!.user_id) || v.includes('1234'))));

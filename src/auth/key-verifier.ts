@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.js';
-import { hashKey, isWellFormedKey } from './api-key.js';
+import { hashKeyText, isWellFormedKey } from './api-key.js';
 import { findKeyByHash, recordKeyUse, type KeyRecord } from './key-store.js';
 
 export interface Caller {
@@ -40,11 +40,10 @@ export class KeyVerifier {
    */
   verify(presented: string | undefined): Caller | undefined | Promise<Caller | undefined> {
     if (presented === undefined || !isWellFormedKey(presented)) return this.outcome(undefined);
-    const hash = hashKey(presented);
-    const id = hash.toString('base64');
+    const id = hashKeyText(presented);
     const hit = this.cache.get(id);
     if (hit && Date.now() - hit.fetchedAt < this.ttlMs) return this.outcome(this.callerOf(hit.record));
-    return this.fetch(id, hash).then((record) => this.outcome(this.callerOf(record)));
+    return this.fetch(id).then((record) => this.outcome(this.callerOf(record)));
   }
 
   private outcome(caller: Caller | undefined): Caller | undefined {
@@ -60,12 +59,12 @@ export class KeyVerifier {
     return { teamId: record.teamId, keyId: record.keyId };
   }
 
-  private fetch(id: string, hash: Buffer): Promise<KeyRecord | undefined> {
+  private fetch(id: string): Promise<KeyRecord | undefined> {
     let pending = this.inflight.get(id);
     if (!pending) {
       const fetchedAt = Date.now();
       this.lookups++;
-      pending = findKeyByHash(this.sql, hash)
+      pending = findKeyByHash(this.sql, Buffer.from(id, 'base64'))
         .then((record) => {
           this.remember(id, { record, fetchedAt });
           return record;

@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifySchema } from 'fastify';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { RequestStats } from './request-stats.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 
@@ -35,15 +36,8 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
-  const requests = new Counter({
-    name: 'http_requests_total', help: 'HTTP requests answered, by route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const, registers: [registry],
-  });
-  const latency = new Histogram({
-    name: 'http_request_duration_seconds', help: 'Time to answer, by route pattern and status',
-    labelNames: ['method', 'route', 'status'] as const, registers: [registry],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-  });
+  const requests = new RequestStats();
+  requests.register(registry);
   const rateLimitRejections = new Counter({
     name: 'hds_rate_limit_rejections_total', help: 'Requests refused with 429, by limit scope',
     labelNames: ['scope'] as const, registers: [registry],
@@ -58,9 +52,7 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
 
   app.addHook('onResponse', (request, reply, done) => {
     // The route pattern, never the raw URL: ids in paths would explode the label set.
-    const labels = { method: request.method, route: request.routeOptions.url ?? 'unmatched', status: String(reply.statusCode) };
-    requests.inc(labels);
-    latency.observe(labels, reply.elapsedTime / 1000);
+    requests.record(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
