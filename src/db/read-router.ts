@@ -95,6 +95,8 @@ export class ReadRouter {
 
   /** Runs a read on a healthy replica (round robin), or on the primary when none is healthy or the replica fails. */
   async read<T>(query: (sql: Sql) => Promise<T>): Promise<T> {
+    // Without replicas, no bookkeeping promise around the query.
+    if (this.replicas.length === 0) return this.onPrimary(query);
     return (await this.run(query)).value;
   }
 
@@ -103,6 +105,7 @@ export class ReadRouter {
    * not yet have replayed a create that the client just saw succeed.
    */
   async readConfirmed<T>(query: (sql: Sql) => Promise<T | undefined>): Promise<T | undefined> {
+    if (this.replicas.length === 0) return this.onPrimary(query);
     const { value, onPrimary } = await this.run(query);
     if (value !== undefined || onPrimary) return value;
     return query(this.primary);
@@ -139,8 +142,12 @@ export class ReadRouter {
         }
       }
     }
+    return { value: await this.onPrimary(query), onPrimary: true };
+  }
+
+  private onPrimary<T>(query: (sql: Sql) => Promise<T>): Promise<T> {
     this.primaryReads++;
-    return { value: await query(this.primary), onPrimary: true };
+    return query(this.primary);
   }
 
   private pick(): Replica | undefined {

@@ -13,7 +13,7 @@ interface Limit {
   policy: string;
 }
 
-type Counter = (key: string) => Hit | Promise<Hit>;
+type Counter = (l: Limit, key: string) => Hit | Promise<Hit>;
 
 /**
  * Two fixed-window limits: per client address in an onRequest hook
@@ -25,34 +25,42 @@ type Counter = (key: string) => Hit | Promise<Hit>;
  */
 export async function registerRateLimit(app: FastifyInstance, config: Config): Promise<void> {
   const windowMs = config.rateLimitWindowS * 1000;
-  const memory = new MemoryStore(windowMs);
-  let count: Counter = (key) => memory.hit(key);
-  if (config.redisUrl) {
-    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, memory, app.log);
-    await redis.connected(1000);
-    count = (key) => redis.hit(key);
-    app.addHook('onClose', async () => redis.close());
-  }
-
   const limit = (scope: Limit['scope'], max: number): Limit =>
     ({ scope, max, policy: `"${scope}";q=${max};w=${config.rateLimitWindowS}` });
   const ip = limit('ip', config.rateLimitPerIp);
   const team = limit('team', config.rateLimitPerTeam);
 
-  /** Counts the request against `l`, adds the headers, and refuses it once over the limit. */
+  // A memory store per scope: the hot path looks up the address or team id as it is, no key string built.
+  const memory = { ip: new MemoryStore(windowMs), team: new MemoryStore(windowMs) };
+  let count: Counter = (l, key) => memory[l.scope].hit(key);
+  if (config.redisUrl) {
+    const fallback = new MemoryStore(windowMs);
+    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, fallback, app.log);
+    await redis.connected(1000);
+    count = (l, key) => redis.hit(`${l.scope}:${key}`);
+    app.addHook('onClose', async () => redis.close());
+  }
+  const bothPolicies = `${ip.policy}, ${team.policy}`;
+
+  /** Adds the headers for `l` (after the address's, for a team), and refuses the request once over the limit. */
   const apply = (l: Limit, hit: Hit, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     const secondsLeft = Math.max(1, Math.ceil((hit.resetAt - Date.now()) / 1000));
     const item = `"${l.scope}";r=${Math.max(0, l.max - hit.count)};t=${secondsLeft}`;
-    const previous = reply.getHeader('ratelimit');
-    reply.header('ratelimit-policy', previous ? `${String(reply.getHeader('ratelimit-policy'))}, ${l.policy}` : l.policy);
-    reply.header('ratelimit', previous ? `${String(previous)}, ${item}` : item);
+    if (l === ip) {
+      reply.header('ratelimit-policy', ip.policy);
+      reply.header('ratelimit', item);
+    } else {
+      const before = reply.getHeader('ratelimit');
+      reply.header('ratelimit-policy', before ? bothPolicies : team.policy);
+      reply.header('ratelimit', before ? `${String(before)}, ${item}` : item);
+    }
     if (hit.count <= l.max) return done();
     app.metrics?.rateLimitRejections.inc({ scope: l.scope });
     done(rateLimited(secondsLeft));
   };
 
   const check = (l: Limit, key: string, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const hit = count(`${l.scope}:${key}`);
+    const hit = count(l, key);
     // The memory store answers synchronously: no promise on the hot path.
     if (hit instanceof Promise) hit.then((h) => apply(l, h, reply, done), done);
     else apply(l, hit, reply, done);
