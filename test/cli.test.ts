@@ -312,6 +312,14 @@ describe('hds CLI', () => {
       }, /created_on/);
     });
 
+    it('an impossible date-time (February 30th) of a connected source writes nothing', async () => {
+      await assertBadLineWritesNothing((lines) => {
+        const u = JSON.parse(lines[1499]!);
+        const source = { name: 'Oura', slug: 'oura', logo: 'https://example.com/oura.png' };
+        lines[1499] = JSON.stringify({ ...u, connected_sources: [{ created_on: '2023-02-30T10:00:00+00:00', source }] });
+      }, /connected_sources\.0\.created_on: "2023-02-30T10:00:00\+00:00" is not an RFC 3339 date-time/);
+    });
+
     it('a line that is not JSON writes nothing', async () => {
       await assertBadLineWritesNothing((lines) => { lines[1499] = lines[1499]!.slice(0, -5); }, /JSON/);
     });

@@ -11,7 +11,10 @@ const SourceIn = Type.Object({
   slug: Type.String({ minLength: 1, maxLength: 100, pattern: '^[a-z0-9_]+$' }),
   logo: Type.String({ maxLength: 2000 }),
 }, { additionalProperties: false });
-const DateTime = Type.String({ format: 'date-time' });
+// Only the type here: every date-time goes through pgTimestamp() in stageLine, which checks the
+// value in full (RFC 3339, a real day, microseconds at most) while converting it; a second check by
+// Ajv's date-time format cost a tenth of the per-line time.
+const DateTime = Type.String({ maxLength: 64 });
 const DateOnly = Type.String({ format: 'date' });
 const Setter = Type.String({ minLength: 1, maxLength: 100 });
 
@@ -34,7 +37,7 @@ const ImportLine = Type.Object({
 type ImportLine = Static<typeof ImportLine>;
 
 const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
-const ajv = addFormats(new Ajv({ allErrors: false, strict: false }), ['uuid', 'date', 'date-time']);
+const ajv = addFormats(new Ajv({ allErrors: false, strict: false }), ['uuid', 'date']);
 ajv.addFormat('time-zone', isTimeZone);
 ajv.addFormat('past-date', isPastDate);
 ajv.addFormat('client-user-id', isClientUserId);
@@ -79,7 +82,7 @@ export function stageLine(text: string, lineNo: number): string {
   const u = value;
   const time = (field: string, v: string): string => {
     const t = pgTimestamp(v);
-    if (t === null) throw new ImportError(lineNo, `${field}: ${JSON.stringify(v)} is not a date-time PostgreSQL stores exactly (at most microseconds, years 1000-9999)`);
+    if (t === null) throw new ImportError(lineNo, `${field}: ${JSON.stringify(v)} is not an RFC 3339 date-time that PostgreSQL stores exactly (a real date and time, at most microseconds, years 1000-9999)`);
     return t;
   };
   const slugs = new Set<string>();
