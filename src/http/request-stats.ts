@@ -1,5 +1,6 @@
 import type { Registry } from 'prom-client';
 
+const HISTOGRAM = 'http_request_duration_seconds';
 /** Upper bounds of the latency buckets, in seconds. */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -45,33 +46,28 @@ export class RequestStats {
 
   /** Adds both metrics to `registry`, in the shape prom-client's own would have. */
   register(registry: Registry): void {
-    const counter = {
-      name: 'http_requests_total', help: 'HTTP requests answered, by route pattern and status', type: 'counter', aggregator: 'sum',
-      get: async () => ({ ...counterInfo, values: [...this.all()].map((s) => ({ labels: s.labels, value: s.count })) }),
-      reset: () => this.series.clear(),
+    const metric = (name: string, help: string, type: 'counter' | 'histogram', values: (s: Series) => object[]) => {
+      const info = { name, help, type, aggregator: 'sum' };
+      return { ...info, get: async () => ({ ...info, values: [...this.all()].flatMap(values) }), reset: () => this.series.clear() };
     };
-    const counterInfo = { name: counter.name, help: counter.help, type: counter.type, aggregator: counter.aggregator };
-    const histogram = {
-      name: 'http_request_duration_seconds', help: 'Time to answer, by route pattern and status', type: 'histogram', aggregator: 'sum',
-      get: async () => ({ ...histogramInfo, values: [...this.all()].flatMap((s) => histogramValues(histogram.name, s)) }),
-      reset: () => this.series.clear(),
-    };
-    const histogramInfo = { name: histogram.name, help: histogram.help, type: histogram.type, aggregator: histogram.aggregator };
-    registry.registerMetric(counter as unknown as Parameters<Registry['registerMetric']>[0]);
-    registry.registerMetric(histogram as unknown as Parameters<Registry['registerMetric']>[0]);
+    type Metric = Parameters<Registry['registerMetric']>[0];
+    registry.registerMetric(metric('http_requests_total', 'HTTP requests answered, by route pattern and status', 'counter',
+      (s) => [{ labels: s.labels, value: s.count }]) as unknown as Metric);
+    registry.registerMetric(metric(HISTOGRAM, 'Time to answer, by route pattern and status', 'histogram',
+      histogramValues) as unknown as Metric);
   }
 }
 
-function histogramValues(name: string, s: Series) {
+function histogramValues(s: Series): object[] {
   let cumulative = 0;
   const buckets = BUCKETS.map((le, i) => {
     cumulative += s.perBucket[i]!;
-    return { metricName: `${name}_bucket`, labels: { ...s.labels, le }, value: cumulative };
+    return { metricName: `${HISTOGRAM}_bucket`, labels: { ...s.labels, le }, value: cumulative };
   });
   return [
     ...buckets,
-    { metricName: `${name}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count },
-    { metricName: `${name}_sum`, labels: s.labels, value: s.sum },
-    { metricName: `${name}_count`, labels: s.labels, value: s.count },
+    { metricName: `${HISTOGRAM}_bucket`, labels: { ...s.labels, le: '+Inf' }, value: s.count },
+    { metricName: `${HISTOGRAM}_sum`, labels: s.labels, value: s.sum },
+    { metricName: `${HISTOGRAM}_count`, labels: s.labels, value: s.count },
   ];
 }

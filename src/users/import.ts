@@ -185,6 +185,7 @@ export async function importUsers(
     onProgress?.(progress);
     if (progress.lines === 0) return { lines: 0, teams: 0, inserted: 0, updated: 0, sourceLinksChanged: 0 };
 
+    await expandSources(tx);
     await checkStaged(tx);
     return merge(tx, progress.lines);
   });
@@ -196,6 +197,21 @@ async function failAt(rows: { line: number; reason: string }[]): Promise<void> {
   if (first) throw new ImportError(first.line, first.reason);
 }
 
+/**
+ * The file's connected sources as rows, expanded from JSON once, and each
+ * description of a source once (a hash aggregate down to a few rows, so the
+ * source checks and the catalogue upsert sort no large set).
+ */
+async function expandSources(tx: Tx): Promise<void> {
+  await tx`
+    CREATE TEMP TABLE import_sources ON COMMIT DROP AS
+    SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
+    FROM import_users i, json_array_elements(i.sources) e`;
+  await tx`
+    CREATE TEMP TABLE import_source_versions ON COMMIT DROP AS
+    SELECT slug, name, logo, min(line) AS line FROM import_sources GROUP BY slug, name, logo`;
+}
+
 /** Problems that involve more than one line, or what is already stored. */
 async function checkStaged(tx: Tx): Promise<void> {
   await failAt(await tx<{ line: number; reason: string }[]>`
@@ -204,15 +220,6 @@ async function checkStaged(tx: Tx): Promise<void> {
   await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'client_user_id ' || to_json(client_user_id)::text || ' already appears in this team on line ' || min(line) AS reason
     FROM import_users GROUP BY team_id, client_user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
-  // The file's connected sources, expanded from JSON once, and each description of a source once
-  // (a hash aggregate down to a few rows: the checks and the catalogue upsert below sort no large set).
-  await tx`
-    CREATE TEMP TABLE import_sources ON COMMIT DROP AS
-    SELECT i.user_id, e->>0 AS slug, e->>1 AS name, e->>2 AS logo, (e->>3)::timestamptz AS created_on, i.line
-    FROM import_users i, json_array_elements(i.sources) e`;
-  await tx`
-    CREATE TEMP TABLE import_source_versions ON COMMIT DROP AS
-    SELECT slug, name, logo, min(line) AS line FROM import_sources GROUP BY slug, name, logo`;
   await failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'source ' || to_json(slug)::text || ' has another name or logo on line ' || min(line) AS reason
     FROM import_source_versions
