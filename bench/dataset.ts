@@ -4,7 +4,6 @@ import readline from 'node:readline';
 import { startProcess } from './processes.js';
 
 export interface Dataset {
-  dir: string;
   file: string;
   users: number;
   /** Users per team, biggest first. */
@@ -89,7 +88,6 @@ export async function prepareDataset(root: string, workDir: string, users: numbe
   }
   if (meta.users !== users) throw new Error(`dataset ${file} holds ${meta.users} users, expected ${users}; delete ${dir}`);
   return {
-    dir,
     file,
     users: meta.users,
     teams: meta.teams,

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CapturedResponse } from './capture.js';
 import { startProcess, stopProcess, type Child } from './processes.js';
-import { freePort, waitForHttp } from './service.js';
+import { freePort } from '../src/free-port.js';
+import { waitForHttp } from './service.js';
 
 export interface Floor {
   child: Child;

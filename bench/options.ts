@@ -118,7 +118,3 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
     only: v.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
   };
 }
-
-export function usage(): string {
-  return USAGE;
-}

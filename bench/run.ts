@@ -39,7 +39,7 @@ async function totalOf(baseUrl: string, key: string): Promise<number | undefined
   return res.status === 200 && typeof body.total === 'number' ? body.total : undefined;
 }
 
-async function runPass(o: BenchOptions, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, workers: number, checks: Check[], first: boolean): Promise<PassResult> {
+async function runPass(o: BenchOptions, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, scenarios: Scenario[], workers: number, checks: Check[], first: boolean): Promise<PassResult> {
   const logFile = path.join(logDir, `service-workers-${workers}.log`);
   say(`starting the service with WORKERS=${workers} (log: ${path.relative(root, logFile)})`);
   const profileDir = o.profile ? path.join(logDir, `profile-workers-${workers}`) : undefined;
@@ -53,7 +53,6 @@ async function runPass(o: BenchOptions, workDir: string, logDir: string, target:
         checks.push({ name: `total exact (${name} team)`, value: String(total), target: `= ${team.users} (dataset)`, pass: total === team.users });
       }
     }
-    const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
     const captured: Record<string, CapturedResponse[]> = {};
     for (const s of scenarios) {
       captured[s.id] = [];
@@ -159,9 +158,11 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   };
 
   const checks: Check[] = [...importChecks(importResult)];
+  // Built once: every pass measures the same sampled requests (and the id file is read once).
+  const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
   const passes: PassResult[] = [];
   for (const [i, workers] of o.workers.entries()) {
-    passes.push(await runPass(o, workDir, logDir, target, dataset, keys, workers, checks, i === 0));
+    passes.push(await runPass(o, workDir, logDir, target, dataset, keys, scenarios, workers, checks, i === 0));
   }
 
   let startup: StartupResult | null = null;

@@ -3,7 +3,6 @@ import path from 'node:path';
 import { runToEnd, startProcess, stopProcess, type Child } from './processes.js';
 import { freePort } from '../src/free-port.js';
 
-export { freePort };
 
 /** Where the service and the CLI find their database: a URL, or the embedded PostgreSQL in a data directory. */
 export type DatabaseTarget = { databaseUrl: string } | { dataDir: string };

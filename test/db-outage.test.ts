@@ -6,7 +6,6 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -41,8 +40,7 @@ describe('database outage', () => {
     db = await openDatabase(config, () => {}, 'hds-outage');
     team = await teamWithUsers(db.sql, 20);
     app = await buildApp({ config, sql: db.sql, logger: false });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    base = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
+    base = await app.listen({ port: 0, host: '127.0.0.1' });
     process.on('unhandledRejection', onUnhandled);
   });
   after(async () => {

@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { ROOT, teamWithUsers, testApp, testSql } from './helpers.js';
+import { ROOT, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -42,7 +42,7 @@ describe('/docs in headless Chromium', () => {
   let sql: Sql;
   let app: App;
   let origin: string;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
   let userDataDir: string;
   let context: BrowserContext;
   let page: Page;
@@ -53,10 +53,7 @@ describe('/docs in headless Chromium', () => {
     ensureChromium();
     sql = testSql();
     app = await testApp(sql);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const address = app.server.address();
-    assert.ok(address && typeof address === 'object');
-    origin = `http://127.0.0.1:${address.port}`;
+    origin = await app.listen({ port: 0, host: '127.0.0.1' });
     team = await teamWithUsers(sql, 3);
 
     userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-chromium-'));

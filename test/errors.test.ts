@@ -12,7 +12,7 @@ import type { App } from '../src/app.js';
 import { generateKey } from '../src/auth/api-key.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { revokeKey } from '../src/auth/key-store.js';
-import { comparableHeaders, teamWithUsers, testApp, testSql } from './helpers.js';
+import { comparableHeaders, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
 interface Route { name: string; method: Method; url: string; payload?: object }
@@ -43,8 +43,8 @@ function assertValidationError(res: LightMyRequestResponse, locs: (string | numb
 describe('errors and headers (contract sections 6 and 7)', () => {
   let sql: Sql;
   let app: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
-  let other: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
+  let other: TeamWithUsers;
   let badKeys: Record<string, string | undefined>;
   let routes: Route[];
   let user: Record<string, any>;

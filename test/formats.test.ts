@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/users/import.js';
-import { lines, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
+import { asApiUser, lines, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
 
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?\+00:00$/;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
@@ -107,13 +107,11 @@ describe('User object formats', () => {
     await sql.end();
   });
 
-  const withProvider = (u: Record<string, any>) =>
-    ({ ...u, connected_sources: u.connected_sources.map((cs: any) => ({ ...cs, provider: cs.source })) });
   const get = (url: string, key = team.key) => app.inject({ url, headers: { 'x-service-api-key': key } });
 
   it('reads imported users back exactly: microseconds kept, none added, UTC with +00:00, sources in order', async () => {
     for (const { output } of cases) {
-      const expected = withProvider(output);
+      const expected = asApiUser(output);
       const byId = await get(`/v2/user/${output.user_id}`);
       assert.equal(byId.statusCode, 200, byId.body);
       assert.deepEqual(byId.json(), expected);
@@ -126,7 +124,7 @@ describe('User object formats', () => {
   it('lists the same objects', async () => {
     const page = (await get('/v2/user/')).json();
     const listed = new Map(page.users.map((u: any) => [u.user_id, u]));
-    for (const { output } of cases) assert.deepEqual(listed.get(output.user_id), withProvider(output));
+    for (const { output } of cases) assert.deepEqual(listed.get(output.user_id), asApiUser(output));
     // List order is by instant, whatever the precision written.
     assert.deepEqual(page.users.map((u: any) => u.client_user_id).slice(0, 3), ['fmt-whole', 'fmt-micro', 'fmt-offset']);
   });

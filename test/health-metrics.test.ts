@@ -5,7 +5,7 @@ import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { startMetricsServer } from '../src/http/metrics.js';
-import { databaseUrl, teamWithUsers, testApp, testSql } from './helpers.js';
+import { databaseUrl, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface Sample { name: string; labels: Record<string, string>; value: number }
 
@@ -88,7 +88,7 @@ describe('health probes', () => {
 describe('/metrics', () => {
   let sql: Sql;
   let app: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
 
   const scrape = async (target: App = app) => {
     const res = await target.inject({ url: '/metrics' });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { teamWithUsers, testApp, testSql } from './helpers.js';
+import { teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 const ALLOWED = 'https://app.example.com';
 
@@ -11,7 +11,7 @@ describe('response hygiene', () => {
   let sql: Sql;
   let plain: App;
   let withCors: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
 
   before(async () => {
     sql = testSql();

@@ -11,14 +11,14 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { buildApp, type App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { teamWithUsers, testConfig, testSql } from './helpers.js';
+import { teamWithUsers, testConfig, testSql, type TeamWithUsers } from './helpers.js';
 import { scanLogsForKeys } from './key-leak-scan.js';
 
 describe('request and audit logs', () => {
   let sql: Sql;
   let app: App;
   let text = '';
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
   const lines = () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
 
   before(async () => {

@@ -15,7 +15,7 @@ import { loadConfig } from '../src/config.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { migrate } from '../src/db/migrate.js';
 import { ReadRouter } from '../src/db/read-router.js';
-import { teamWithUsers } from './helpers.js';
+import { teamWithUsers, type TeamWithUsers } from './helpers.js';
 import { freePort } from '../src/free-port.js';
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -78,7 +78,7 @@ describe('read replicas on a streaming standby', () => {
   let standbySql: Sql;
   let router: ReadRouter;
   let app: App;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
   const stopAll = () => { standby?.stopNow(); primary?.stopNow(); };
 
   const get = (url: string) => app.inject({ url, headers: { 'x-service-api-key': team.key } });

@@ -9,10 +9,9 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import type { Sql } from '../src/db/client.js';
-import { databaseUrl, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { teamWithKey, testApp, testConfig, testSql, type TestTeam } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -119,7 +118,7 @@ describe('resource limits', () => {
 
   it('applies DB_STATEMENT_TIMEOUT_MS and DB_POOL_MAX to the pool', async () => {
     const appName = `hds-limits-${randomBytes(4).toString('hex')}`;
-    const db = await openDatabase(loadConfig({ DATABASE_URL: databaseUrl(), DB_STATEMENT_TIMEOUT_MS: '200', DB_POOL_MAX: '3' }), () => {}, appName);
+    const db = await openDatabase(testConfig({ DB_STATEMENT_TIMEOUT_MS: '200', DB_POOL_MAX: '3' }), () => {}, appName);
     try {
       await assert.rejects(db.sql`SELECT pg_sleep(1)`, (err: { code?: string }) => err.code === '57014');
       // Ten concurrent queries share three sessions.

@@ -10,13 +10,13 @@ import { after, before, describe, it } from 'node:test';
 import { VitalClient, Vital, VitalError, serialization } from '@tryvital/vital-node';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { byListOrder, teamWithUsers, testApp, testSql } from './helpers.js';
+import { byListOrder, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 describe('official SDK (@tryvital/vital-node) against this service', () => {
   let sql: Sql;
   let app: App;
   let baseUrl: string;
-  let team: Awaited<ReturnType<typeof teamWithUsers>>;
+  let team: TeamWithUsers;
   let client: VitalClient;
 
   /**
@@ -31,10 +31,7 @@ describe('official SDK (@tryvital/vital-node) against this service', () => {
   before(async () => {
     sql = testSql();
     app = await testApp(sql);
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const address = app.server.address();
-    assert.ok(address && typeof address === 'object');
-    baseUrl = `http://127.0.0.1:${address.port}`;
+    baseUrl = await app.listen({ port: 0, host: '127.0.0.1' });
     team = await teamWithUsers(sql, 12);
     client = sdkFor(team.key);
   });

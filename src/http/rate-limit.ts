@@ -30,15 +30,16 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
   const ip = limit('ip', config.rateLimitPerIp);
   const team = limit('team', config.rateLimitPerTeam);
 
-  // A memory store per scope: the hot path looks up the address or team id as it is, no key string built.
-  const memory = { ip: new MemoryStore(windowMs), team: new MemoryStore(windowMs) };
-  let count: Counter = (l, key) => memory[l.scope].hit(key);
+  let count: Counter;
   if (config.redisUrl) {
-    const fallback = new MemoryStore(windowMs);
-    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, fallback, app.log);
+    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, new MemoryStore(windowMs), app.log);
     await redis.connected(1000);
     count = (l, key) => redis.hit(`${l.scope}:${key}`);
     app.addHook('onClose', async () => redis.close());
+  } else {
+    // A memory store per scope: the hot path looks up the address or team id as it is, no key string built.
+    const memory = { ip: new MemoryStore(windowMs), team: new MemoryStore(windowMs) };
+    count = (l, key) => memory[l.scope].hit(key);
   }
   const bothPolicies = `${ip.policy}, ${team.policy}`;
 
