@@ -17,7 +17,3 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     || code === '57014' // statement timeout / cancelled
     || code === '25006'; // read-only transaction (a primary that became a standby)
 }
-
-export const isUniqueViolation = (err: unknown, constraint?: string): boolean =>
-  (err as { code?: string })?.code === '23505'
-  && (constraint === undefined || (err as { constraint_name?: string }).constraint_name === constraint);

@@ -42,9 +42,12 @@ export async function migrate(sql: Sql): Promise<string[]> {
   });
 }
 
+let latestVersion: number | undefined;
+
 /** True when every migration file has been applied (readiness check). */
 export async function migrationsCurrent(sql: Sql): Promise<boolean> {
-  const latest = Math.max(0, ...migrationFiles().map((m) => m.version));
+  // The files do not change while the process runs: read them once, not on every probe.
+  const latest = (latestVersion ??= Math.max(0, ...migrationFiles().map((m) => m.version)));
   const [row] = await sql<{ v: number | null }[]>`
     SELECT max(version) AS v FROM schema_migrations`.catch(() => [{ v: null }]);
   return (row?.v ?? 0) >= latest;

@@ -18,9 +18,6 @@ export function toApiError(err: FastifyError, request: FastifyRequest): ApiError
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return invalid([{ type: 'json_invalid', loc: ['body'], msg: 'JSON decode error', input: null }]);
   }
-  if (err instanceof SyntaxError && err.statusCode === 400) {
-    return invalid([{ type: 'json_invalid', loc: ['body'], msg: `JSON decode error: ${err.message}`, input: null }]);
-  }
   if (isDatabaseUnavailable(err)) return unavailable();
   // Other client errors raised by Fastify itself (malformed headers and the like).
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return new ApiError(err.statusCode, err.message);

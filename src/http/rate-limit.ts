@@ -51,9 +51,9 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
       reply.header('ratelimit-policy', ip.policy);
       reply.header('ratelimit', item);
     } else {
-      const before = reply.getHeader('ratelimit');
-      reply.header('ratelimit-policy', before ? bothPolicies : team.policy);
-      reply.header('ratelimit', before ? `${String(before)}, ${item}` : item);
+      // The address was counted first (the root onRequest hook runs before authentication): append to its item.
+      reply.header('ratelimit-policy', bothPolicies);
+      reply.header('ratelimit', `${String(reply.getHeader('ratelimit'))}, ${item}`);
     }
     if (hit.count <= l.max) return done();
     app.metrics?.rateLimitRejections.inc({ scope: l.scope });

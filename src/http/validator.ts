@@ -6,7 +6,8 @@ import { isClientUserId, isPastDate, isTimeZone } from '../users/rules.js';
 // ajv-formats is CommonJS whose module.exports is the plugin function itself.
 const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
 
-function makeAjv(options: Options): Ajv {
+/** An Ajv with the project's formats; the import (src/users/import.ts) uses one too. */
+export function makeAjv(options: Options): Ajv {
   // verbose: errors carry the offending value, which 422 items echo as `input`.
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, removeAdditional: false, strict: false, ...options });
   addFormats(ajv, ['uuid', 'date', 'date-time']);

@@ -1,9 +1,7 @@
-import { Ajv } from 'ajv';
-import { createRequire } from 'node:module';
 import type { Writable } from 'node:stream';
 import { Type, type Static } from '@sinclair/typebox';
 import type { Sql, Tx } from '../db/client.js';
-import { isClientUserId, isPastDate, isTimeZone } from './rules.js';
+import { makeAjv } from '../http/validator.js';
 import { pgTimestamp, userDocument } from './document.js';
 
 const SourceIn = Type.Object({
@@ -36,11 +34,8 @@ const ImportLine = Type.Object({
 }, { additionalProperties: false });
 type ImportLine = Static<typeof ImportLine>;
 
-const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
-const ajv = addFormats(new Ajv({ allErrors: false, strict: false }), ['uuid', 'date']);
-ajv.addFormat('time-zone', isTimeZone);
-ajv.addFormat('past-date', isPastDate);
-ajv.addFormat('client-user-id', isClientUserId);
+// First error only, no coercion, no defaults: a line is refused as written.
+const ajv = makeAjv({ allErrors: false, verbose: false, useDefaults: false, coerceTypes: false });
 const validateLine = ajv.compile<ImportLine>(ImportLine);
 
 export class ImportError extends Error {
@@ -192,7 +187,7 @@ export async function importUsers(
 }
 
 
-async function failAt(rows: { line: number; reason: string }[]): Promise<void> {
+function failAt(rows: { line: number; reason: string }[]): void {
   const [first] = rows;
   if (first) throw new ImportError(first.line, first.reason);
 }
@@ -214,21 +209,21 @@ async function expandSources(tx: Tx): Promise<void> {
 
 /** Problems that involve more than one line, or what is already stored. */
 async function checkStaged(tx: Tx): Promise<void> {
-  await failAt(await tx<{ line: number; reason: string }[]>`
+  failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'user_id ' || user_id || ' already appears on line ' || min(line) AS reason
     FROM import_users GROUP BY user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
-  await failAt(await tx<{ line: number; reason: string }[]>`
+  failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'client_user_id ' || to_json(client_user_id)::text || ' already appears in this team on line ' || min(line) AS reason
     FROM import_users GROUP BY team_id, client_user_id HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
-  await failAt(await tx<{ line: number; reason: string }[]>`
+  failAt(await tx<{ line: number; reason: string }[]>`
     SELECT max(line) AS line, 'source ' || to_json(slug)::text || ' has another name or logo on line ' || min(line) AS reason
     FROM import_source_versions
     GROUP BY slug HAVING count(*) > 1 ORDER BY 1 LIMIT 1`);
-  await failAt(await tx<{ line: number; reason: string }[]>`
+  failAt(await tx<{ line: number; reason: string }[]>`
     SELECT i.line, 'user_id ' || i.user_id || ' belongs to another team' AS reason
     FROM import_users i JOIN users u ON u.user_id = i.user_id AND u.team_id <> i.team_id
     ORDER BY i.line LIMIT 1`);
-  await failAt(await tx<{ line: number; reason: string }[]>`
+  failAt(await tx<{ line: number; reason: string }[]>`
     SELECT i.line, 'client_user_id ' || to_json(i.client_user_id)::text || ' is already used by user ' || u.user_id || ' of this team' AS reason
     FROM import_users i
     JOIN users u ON u.team_id = i.team_id AND u.client_user_id = i.client_user_id AND u.user_id <> i.user_id
