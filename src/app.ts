@@ -17,6 +17,7 @@ import { registerCors } from './http/cors.js';
 import { registerShutdownGuard } from './http/shutdown-guard.js';
 import { sharedSchemas } from './users/schemas.js';
 import { userRoutes } from './users/routes.js';
+import { PageCache } from './users/page-cache.js';
 
 export interface AppDeps {
   config: Config;
@@ -68,7 +69,8 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerErrorHandling(app);
   registerResponseHeaders(app);
   registerRequestLog(app);
-  registerMetrics(app, { sql: deps.sql, verifier, poolMax: config.dbPoolMax, serveOnAppPort: config.metricsPort === undefined });
+  const pages = new PageCache(config.pageCacheBytes);
+  registerMetrics(app, { sql: deps.sql, verifier, pages, poolMax: config.dbPoolMax, serveOnAppPort: config.metricsPort === undefined });
   // Root-level onRequest hooks, so they run before the users scope's authentication hook.
   registerShutdownGuard(app);
   await registerCors(app, config.corsOrigins);
@@ -79,6 +81,6 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   // Outside the users scope, so without a key.
   await app.register(healthRoutes, { sql: deps.sql });
 
-  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier });
+  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier, pages });
   return app;
 }

@@ -16,6 +16,8 @@ export interface Config {
   dbConnectTimeoutS: number;
   /** How long a verified key may be served from memory; revocation is seen within this. */
   keyCacheTtlMs: number;
+  /** Memory for list pages served again while their team is unchanged (src/users/page-cache.ts); 0 turns it off. */
+  pageCacheBytes: number;
   redisUrl: string | undefined;
   /** Prepended to every Redis key, so several deployments (or tests) can share one Redis. */
   redisKeyPrefix: string;
@@ -114,6 +116,7 @@ export function loadConfig(env: Env = process.env): Config {
     // 1 s: a request should never wait much longer than that on a database that does not answer.
     dbConnectTimeoutS: int('DB_CONNECT_TIMEOUT_S', 1, 1, 60),
     keyCacheTtlMs: int('KEY_CACHE_TTL_MS', 500, 0, 1000),
+    pageCacheBytes: int('PAGE_CACHE_MB', 8, 0, 4096) * 1024 * 1024,
     redisUrl,
     redisKeyPrefix: env.REDIS_KEY_PREFIX || 'hds:',
     rateLimitPerTeam: int('RATE_LIMIT_PER_TEAM', 6000, 1, 10_000_000),

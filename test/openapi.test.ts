@@ -6,7 +6,7 @@ import { validate, compileErrors } from '@readme/openapi-parser';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { buildOpenApiDocument, openApiText } from '../src/http/openapi-document.js';
-import { findUserDocBatched } from '../src/users/doc-batcher.js';
+import { findUserDocBatched } from '../src/users/batched-lookups.js';
 import { ROOT, teamWithUsers, testApp, testSql } from './helpers.js';
 
 type Doc = Record<string, any>;

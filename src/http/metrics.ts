@@ -3,6 +3,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestStats } from './request-stats.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
+import type { PageCache } from '../users/page-cache.js';
 
 export interface AppMetrics {
   registry: Registry;
@@ -19,6 +20,7 @@ declare module 'fastify' {
 export interface MetricsDeps {
   sql: Sql;
   verifier: KeyVerifier;
+  pages: PageCache;
   poolMax: number;
   /** Serve /metrics on the app's own port (false when METRICS_PORT moves it to its own server). */
   serveOnAppPort: boolean;
@@ -47,6 +49,9 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
   }));
   mirrorCounter(registry, 'hds_key_lookups_total', 'API key database lookups (key cache misses)', 'source', () => ({
     database: deps.verifier.lookups,
+  }));
+  mirrorCounter(registry, 'hds_list_pages_total', 'List pages answered, by where the page came from', 'source', () => ({
+    memory: deps.pages.hits, database: deps.pages.misses,
   }));
   registerPoolGauges(registry, deps.sql, deps.poolMax);
 

@@ -265,7 +265,7 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
   await tx`CREATE INDEX ON import_ranked (user_id)`;
   await tx`ANALYZE import_ranked`;
 
-  const [written] = await tx<{ inserted: number; updated: number }[]>`
+  const [written] = await tx<{ inserted: number; updated: number; teams: string[] }[]>`
     WITH w AS (
     INSERT INTO users AS u (
       user_id, team_id, client_user_id, created_on, position,
@@ -292,13 +292,20 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
            excluded.fallback_time_zone_source, excluded.fallback_time_zone_updated_at, excluded.fallback_birth_date,
            excluded.fallback_birth_date_source, excluded.fallback_birth_date_updated_at, excluded.ingestion_start,
            excluded.ingestion_end)
-    RETURNING (xmax = 0) AS inserted)
-    SELECT count(*) FILTER (WHERE inserted)::int AS inserted, count(*) FILTER (WHERE NOT inserted)::int AS updated FROM w`;
+    RETURNING u.team_id, (xmax = 0) AS inserted)
+    SELECT coalesce(sum(n) FILTER (WHERE inserted), 0)::int AS inserted, coalesce(sum(n) FILTER (WHERE NOT inserted), 0)::int AS updated,
+      coalesce(array_agg(DISTINCT team_id), '{}') AS teams
+    -- Grouped first: a DISTINCT over every written row would sort them all.
+    FROM (SELECT team_id, inserted, count(*) AS n FROM w GROUP BY team_id, inserted) g`;
   // Stored users that the new arrivals pushed down the list.
-  await tx`
-    UPDATE users u SET position = r.position
-    FROM import_ranked r
-    WHERE u.user_id = r.user_id AND u.position <> r.position`;
+  const moved = await tx<{ team_id: string }[]>`
+    WITH m AS (
+      UPDATE users u SET position = r.position
+      FROM import_ranked r
+      WHERE u.user_id = r.user_id AND u.position <> r.position
+      RETURNING u.team_id)
+    SELECT DISTINCT team_id FROM m`;
+  const changedTeams = [...(written?.teams ?? []), ...moved.map((m) => m.team_id)];
 
   const removed = await tx`
     DELETE FROM user_sources us
@@ -314,20 +321,25 @@ async function merge(tx: Tx, lines: number): Promise<ImportSummary> {
     WHERE us.created_on <> excluded.created_on`;
 
   if (renamed.length > 0) {
+    // These users may be in teams the file does not name: their teams' versions move too (migrations/003).
     await tx`
-      UPDATE users u SET doc = v.doc
-      FROM user_documents v
-      WHERE v.user_id = u.user_id
-        AND u.user_id IN (SELECT user_id FROM user_sources WHERE source_id = ANY(${renamed.map((r) => r.source_id)}::int[]))
-        AND u.doc <> v.doc`;
+      WITH changed AS (
+        UPDATE users u SET doc = v.doc
+        FROM user_documents v
+        WHERE v.user_id = u.user_id
+          AND u.user_id IN (SELECT user_id FROM user_sources WHERE source_id = ANY(${renamed.map((r) => r.source_id)}::int[]))
+          AND u.doc <> v.doc
+        RETURNING u.team_id)
+      UPDATE teams SET version = version + 1 WHERE team_id IN (SELECT team_id FROM changed)`;
   }
 
   // Fresh statistics, so that the first reads after a large import get index plans.
   await tx`ANALYZE users, user_sources, sources`;
+  // A team whose users changed gets a new version (migrations/003); a file that changes nothing writes nothing.
   await tx`
-    UPDATE teams t SET user_count = c.n
+    UPDATE teams t SET user_count = c.n, version = t.version + 1
     FROM (SELECT team_id, count(*) AS n FROM import_ranked GROUP BY team_id) c
-    WHERE t.team_id = c.team_id AND t.user_count <> c.n`;
+    WHERE t.team_id = c.team_id AND (t.user_count <> c.n OR t.team_id = ANY(${changedTeams}::uuid[]))`;
 
   return {
     lines,

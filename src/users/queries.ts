@@ -27,46 +27,61 @@ export interface UserPage {
   /** The whole answer body, `{"users":[...],"total":N,"offset":N,"limit":N}` (UTF-8). */
   body: Buffer;
   userIds: string[];
+  /** The team's version the page was read at (teams.version, see migrations/003). */
+  version: string;
 }
 
 const LIST_START = Buffer.from('{"users":[');
 const COMMA = Buffer.from(',');
 
-type PageRow = [total: Buffer | null, userId: Buffer, doc: Buffer];
+type PageRow = [version: Buffer, total: Buffer, position: Buffer | null, userId: Buffer | null, doc: Buffer | null];
 
 /**
- * One page in list order. Positions are dense per team, so the page is the
- * index range (offset, offset + limit], whatever the offset; `total` is the
- * team's counter, read in the same statement (one snapshot: total and page
- * agree). Rows, not string_agg: an ordered aggregate made PostgreSQL sort
- * and copy the page and cost it twice the time (pgbench); PostgreSQL is the
- * part every instance shares. The rows arrive in index order, no sort node.
+ * One page in list order, with the team's total and version, in one
+ * statement (one snapshot: total and page agree). Positions are dense per
+ * team, so the page is the index range (offset, offset + limit], whatever
+ * the offset; `total` is the team's counter. Rows, not string_agg: an
+ * ordered aggregate made PostgreSQL sort and copy the page and cost it twice
+ * the time (pgbench).
+ *
+ * Undefined: the team does not exist.
  */
 export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number): Promise<UserPage | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    const rows = await sql`
-      SELECT (SELECT user_count FROM teams WHERE team_id = ${teamId}) AS total, u.user_id, u.doc
-      FROM users u
-      WHERE u.team_id = ${teamId} AND u.position > ${offset} AND u.position <= ${offset + limit}
-      ORDER BY u.position`.raw() as unknown as PageRow[];
-    if (rows.length > 0) return pageOf(rows, offset, limit);
-    // An empty page (past the end, or an empty team) has no row to carry the total: read it alone.
-    // Users created in between would make that total disagree with the empty page: read the page again.
-    const [team] = await sql<{ user_count: string }[]>`SELECT user_count FROM teams WHERE team_id = ${teamId}`;
-    if (!team) return undefined;
-    if (Number(team.user_count) <= offset || attempt === 2) return { body: pageBody([], team.user_count, offset, limit), userIds: [] };
-  }
+  const rows = await sql`
+    SELECT t.version, t.user_count, u.position, u.user_id, u.doc
+    FROM teams t
+    LEFT JOIN LATERAL (
+      SELECT position, user_id, doc FROM users
+      WHERE team_id = t.team_id AND position > ${offset} AND position <= ${offset + limit}
+      ORDER BY position
+    ) u ON true
+    WHERE t.team_id = ${teamId}`.raw() as unknown as PageRow[];
+  const [first] = rows;
+  if (!first) return undefined;
+  return pageOf(rows, first[0].toString(), offset, limit);
 }
 
-function pageOf(rows: PageRow[], offset: number, limit: number): UserPage {
+function pageOf(rows: PageRow[], version: string, offset: number, limit: number): UserPage {
+  const total = rows[0]![1].toString();
+  // An empty page is one row with no user.
+  if (rows[0]![3] === null) return { body: pageBody([], total, offset, limit), userIds: [], version };
+  // Ordered by PostgreSQL in practice (one team row, then the index range); checked, not assumed.
+  let ordered = true;
+  let previous = 0;
+  for (const row of rows) {
+    const position = Number(row[2]!.toString());
+    if (position < previous) ordered = false;
+    previous = position;
+  }
+  if (!ordered) rows.sort((a, b) => Number(a[2]!.toString()) - Number(b[2]!.toString()));
   const docs: Buffer[] = [];
   const userIds: string[] = [];
-  for (const [, id, doc] of rows) {
+  for (const row of rows) {
     if (docs.length > 0) docs.push(COMMA);
-    docs.push(doc);
-    userIds.push(id.toString());
+    docs.push(row[4]!);
+    userIds.push(row[3]!.toString());
   }
-  return { body: pageBody(docs, rows[0]![0]!.toString(), offset, limit), userIds };
+  return { body: pageBody(docs, total, offset, limit), userIds, version };
 }
 
 function pageBody(docs: Buffer[], total: string, offset: number, limit: number): Buffer {
@@ -131,7 +146,7 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
       RETURNING user_id,
         NOT EXISTS (SELECT 1 FROM last l WHERE (l.created_on, l.user_id) > (users.created_on, users.user_id)) AS sorts_last`;
     if (!row) throw new Error('insert returned no row');
-    await tx`UPDATE teams SET user_count = user_count + 1 WHERE team_id = ${teamId}`;
+    await tx`UPDATE teams SET user_count = user_count + 1, version = version + 1 WHERE team_id = ${teamId}`;
     // Only when the clock went backwards, or an import brought users from the future.
     if (!row.sorts_last) await renumberTeams(tx, [teamId]);
     return { created: true, user_id: row.user_id };

@@ -7,8 +7,9 @@ import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 import type { ReadRouter } from '../db/read-router.js';
 import { clientUserIdExists, invalid, methodNotAllowed, unauthorized, userNotFound } from '../errors.js';
-import { createUser, findUserDocByClientUserId, findUserPage, type UserDoc } from './queries.js';
-import { findUserDocBatched } from './doc-batcher.js';
+import { createUser, findUserDocByClientUserId, findUserPage, type UserDoc, type UserPage } from './queries.js';
+import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js';
+import type { PageCache } from './page-cache.js';
 import {
   ClientUserIdConflict, ClientUserIdParams, CreatedUser, CreateUserBody, ErrorMessage, ListQuery,
   UserIdParams, UserList, User, ValidationError,
@@ -20,6 +21,7 @@ export interface UserRoutesDeps {
   /** Pool for writes: the primary. */
   write: Sql;
   verifier: KeyVerifier;
+  pages: PageCache;
 }
 
 const SECURITY = [{ apiKey: [] }];
@@ -45,6 +47,27 @@ function sendUser(request: FastifyRequest, reply: FastifyReply, user: UserDoc | 
   return sendJson(reply, user.doc);
 }
 
+/**
+ * A page from memory while the team's version (one batched lookup) is still
+ * the one it was read at; otherwise from PostgreSQL, kept for next time.
+ * A page of version v is what every snapshot at version v shows, so the two
+ * reads need not share a snapshot or a replica.
+ */
+async function readPage(deps: UserRoutesDeps, teamId: string, offset: number, limit: number): Promise<UserPage | undefined> {
+  const known = deps.pages.get(teamId, offset, limit);
+  if (known) {
+    const version = await deps.reads.read((sql) => findTeamVersionBatched(sql, teamId));
+    if (version === undefined) return undefined;
+    if (version === known.version) {
+      deps.pages.served(teamId, offset, limit, known);
+      return known;
+    }
+  }
+  const page = await deps.reads.read((sql) => findUserPage(sql, teamId, offset, limit));
+  if (page) deps.pages.store(teamId, offset, limit, page);
+  return page;
+}
+
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   requireApiKey(app, deps.verifier);
@@ -64,7 +87,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   }, async (request, reply) => {
     const { teamId } = callerOf(request);
     const { offset, limit } = request.query;
-    const page = await deps.reads.read((sql) => findUserPage(sql, teamId, offset, limit));
+    const page = await readPage(deps, teamId, offset, limit);
     // No team row: the key's team was deleted between authentication and this read.
     if (!page) throw unauthorized();
     if (page.userIds.length > 0) request.returnedUserIds = page.userIds;
