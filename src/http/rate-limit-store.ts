@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 
 /** One counted request: how many the key has made in its window, and when that window ends. */
 export interface Hit {
@@ -57,24 +57,24 @@ const COMMAND_TIMEOUT_MS = 250;
 
 type RedisWithHit = Redis & { rateLimitHit(key: string, windowMs: number): Promise<[number, number]> };
 
+type StoreLog = { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
+
 /**
  * Windows shared by every instance through Redis. When Redis is unreachable
  * or slow the counting falls back to `fallback` (this process's memory), so
  * the service keeps answering, and each change of state is logged once.
  */
 export class RedisStore {
-  private readonly redis: RedisWithHit;
   private downUntil = 0;
   private usingMemory = false;
 
-  constructor(
-    url: string,
-    private readonly prefix: string,
-    private readonly windowMs: number,
-    private readonly fallback: MemoryStore,
-    private readonly log: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void },
-  ) {
-    this.redis = new Redis(url, {
+  /**
+   * ioredis is loaded here, on first use, not with the module: it alone
+   * added about 25 MB to the resident set of a process that never uses Redis.
+   */
+  static async open(url: string, prefix: string, windowMs: number, fallback: MemoryStore, log: StoreLog): Promise<RedisStore> {
+    const { Redis } = await import('ioredis');
+    const redis = new Redis(url, {
       // Fail at once while disconnected instead of queueing: a request must not wait for Redis.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -82,6 +82,16 @@ export class RedisStore {
       connectTimeout: 1000,
       retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
     }) as RedisWithHit;
+    return new RedisStore(redis, prefix, windowMs, fallback, log);
+  }
+
+  private constructor(
+    private readonly redis: RedisWithHit,
+    private readonly prefix: string,
+    private readonly windowMs: number,
+    private readonly fallback: MemoryStore,
+    private readonly log: StoreLog,
+  ) {
     this.redis.defineCommand('rateLimitHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
     // ioredis emits 'error' on every failed attempt; an unlistened 'error' would crash the process.
     this.redis.on('error', (err: Error) => this.down(err));

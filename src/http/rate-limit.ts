@@ -32,7 +32,7 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
 
   let count: Counter;
   if (config.redisUrl) {
-    const redis = new RedisStore(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, new MemoryStore(windowMs), app.log);
+    const redis = await RedisStore.open(config.redisUrl, `${config.redisKeyPrefix}rl:`, windowMs, new MemoryStore(windowMs), app.log);
     await redis.connected(1000);
     count = (l, key) => redis.hit(`${l.scope}:${key}`);
     app.addHook('onClose', async () => redis.close());
