@@ -69,8 +69,9 @@ export class RedisStore {
   private usingMemory = false;
 
   /**
-   * ioredis is loaded here, on first use, not with the module: it alone
-   * added about 25 MB to the resident set of a process that never uses Redis.
+   * ioredis is loaded here, on first use, not with the module: loading it
+   * added about 16 MB to the resident set of a service that never uses Redis
+   * (110 vs 94 MB idle).
    */
   static async open(url: string, prefix: string, windowMs: number, fallback: MemoryStore, log: StoreLog): Promise<RedisStore> {
     const { Redis } = await import('ioredis');
