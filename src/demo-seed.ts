@@ -4,7 +4,6 @@ import type { Sql } from './db/client.js';
 import type { Database } from './db/database.js';
 import { issueKey } from './auth/issue-key.js';
 import { createTeam } from './teams/team-store.js';
-import { importUsers } from './users/import.js';
 
 const SOURCES = [
   ['Oura', 'oura'], ['Fitbit', 'fitbit'], ['Garmin', 'garmin'], ['WHOOP', 'whoop_v2'], ['Withings', 'withings'],
@@ -42,6 +41,8 @@ async function* asAsync<T>(items: Iterable<T>): AsyncGenerator<T> {
 /** A demo team with users and a key, for the first start of an empty embedded database. Returns the key. */
 export async function seedDemo(sql: Sql): Promise<{ teamId: string; key: string }> {
   const teamId = await createTeam(sql, 'Demo team');
+  // Loaded here, not with the server: the import's modules (and its compiled line schema) are otherwise never needed by it.
+  const { importUsers } = await import('./users/import.js');
   await importUsers(sql, asAsync(demoUsers(teamId, DEMO_USERS)));
   const { key } = await issueKey(sql, teamId, 'demo key');
   return { teamId, key };

@@ -65,7 +65,7 @@ async function checksum(sql: Sql, teamIds: string[]): Promise<Record<string, str
   const [row] = await sql<Record<string, string>[]>`
     SELECT
       (SELECT md5(string_agg(d.user_id || '|' || d.position || '|' || d.doc, E'\n' ORDER BY d.user_id))
-       FROM user_documents d WHERE d.team_id = ANY(${teamIds}::uuid[])) AS documents,
+       FROM user_documents() d WHERE d.team_id = ANY(${teamIds}::uuid[])) AS documents,
       (SELECT md5(string_agg(u.user_id || '|' || u.xmin::text || '|' || u.doc, E'\n' ORDER BY u.user_id))
        FROM users u WHERE u.team_id = ANY(${teamIds}::uuid[])) AS users,
       (SELECT md5(string_agg(us.user_id || '|' || us.source_id || '|' || us.created_on || '|' || us.xmin::text, E'\n' ORDER BY us.user_id, us.source_id))
@@ -117,6 +117,7 @@ describe('hds CLI', () => {
         ['import'],
         ['import', 'a.jsonl', 'b.jsonl'],
         ['import', path.join(tmp, 'no-such-file.jsonl')],
+        ['import', '-', '--method', 'fastest'],
         ['export'],
         ['export', '--team', team.teamId, '--format', 'csv'],
       ];
@@ -277,6 +278,20 @@ describe('hds CLI', () => {
       const exported = await hds(['export', '--team', teamId!]);
       const expected = parseLines(text).sort((a, b) => byListOrder(a as any, b as any)).map(withSortedSources);
       assert.deepEqual(canonicalTimes(parseLines(exported.stdout)), canonicalTimes(expected));
+    });
+
+    it('loads standard input in bulk with --method bulk, in several batches', async () => {
+      const text = generatedFile(4000, 2);
+      assert.ok(text.length > 2 << 20, 'more than one batch of input');
+      const imported = await hds(['import', '-', '--method', 'bulk'], text);
+      assert.equal(imported.code, 0, describeRun(imported));
+      assert.match(imported.stdout, /\(bulk load\)$/m);
+      assert.deepEqual(summary(imported), { added: 4000, updated: 0 });
+      for (const teamId of new Set(parseLines(text).map((r) => r.team_id as string))) {
+        const exported = await hds(['export', '--team', teamId]);
+        const expected = parseLines(text).filter((r) => r.team_id === teamId).sort((a, b) => byListOrder(a as any, b as any)).map(withSortedSources);
+        assert.deepEqual(canonicalTimes(parseLines(exported.stdout)), canonicalTimes(expected));
+      }
     });
 
     /** Imports `lines` (a line 1500 of 3000 made bad by `spoil`) and checks that nothing from the file was written. */

@@ -4,18 +4,18 @@ import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/users/import.js';
-import { pgTimestamp } from '../src/users/document.js';
+import { pgTimestamp } from '../src/users/pg-time.js';
 import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
-/** Users whose stored document differs from the one the user_documents view computes. */
+/** Users whose stored document differs from the one the user_documents() reference function computes. */
 async function mismatches(sql: Sql, teamId: string): Promise<{ user_id: string; stored: string; computed: string }[]> {
   return [...await sql<{ user_id: string; stored: string; computed: string }[]>`
     SELECT u.user_id, u.doc AS stored, v.doc AS computed
-    FROM users u JOIN user_documents v USING (user_id)
+    FROM users u JOIN user_documents() v USING (user_id)
     WHERE u.team_id = ${teamId} AND u.doc IS DISTINCT FROM v.doc`];
 }
 
-describe('stored user documents (users.doc) equal the reference view', () => {
+describe('stored user documents (users.doc) equal the reference definition', () => {
   let sql: Sql;
   let app: App;
   let team: TestTeam;

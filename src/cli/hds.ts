@@ -8,10 +8,9 @@ import { openDatabase, type Database } from '../db/database.js';
 import { issueKey } from '../auth/issue-key.js';
 import { expireOtherKeys, listKeys, revokeKey } from '../auth/key-store.js';
 import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
-import { ImportError, importUsers, type ImportProgress } from '../users/import.js';
+import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../users/import.js';
 import { exportUsers } from '../users/export.js';
 import { parseDuration } from './duration.js';
-import { readLines } from './read-lines.js';
 import { renderTable } from './table.js';
 
 class UsageError extends Error {}
@@ -105,21 +104,23 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   import: {
-    usage: 'import FILE|-', summary: 'import JSON Lines of users (all or nothing; re-importing changes nothing)',
-    options: {}, positionals: 1,
-    async run(db, _v, [file]) {
+    usage: 'import FILE|- [--method auto|bulk|merge]', summary: 'import JSON Lines of users (all or nothing; re-importing changes nothing)',
+    options: { method: { type: 'string' } }, positionals: 1,
+    async run(db, v, [file]) {
+      const method = (v.method as string | undefined) ?? 'auto';
+      if (!isImportMethod(method)) throw new UsageError(`--method must be auto, bulk or merge, got "${method}"`);
       const fromStdin = file === '-';
       if (!fromStdin && !fs.existsSync(file!)) throw new UsageError(`no such file: ${file}`);
-      const input = fromStdin ? process.stdin : fs.createReadStream(file!);
+      const input = fromStdin ? process.stdin : fs.createReadStream(file!, { highWaterMark: 1 << 20 });
       const size = fromStdin ? undefined : fs.statSync(file!).size;
-      const lines = readLines(input);
       const started = Date.now();
       const show = process.stderr.isTTY ? progressPrinter(started, size) : undefined;
       try {
-        const s = await importUsers(db.sql, lines, show);
+        const s = await importUsers(db.sql, input, show, { method });
         if (show) process.stderr.write('\n');
         const secs = (Date.now() - started) / 1000;
-        out(`imported ${s.lines} lines in ${secs.toFixed(1)} s (${Math.round(s.lines / Math.max(secs, 0.001))}/s): ${s.inserted} users added, ${s.updated} updated, ${s.sourceLinksChanged} connected sources changed, ${s.teams} new teams`);
+        const how = s.method === 'bulk' ? 'bulk load' : s.bulkSkipped ? `merged; no bulk load: ${s.bulkSkipped}` : 'merged';
+        out(`imported ${s.lines} lines in ${secs.toFixed(1)} s (${Math.round(s.lines / Math.max(secs, 0.001))}/s): ${s.inserted} users added, ${s.updated} updated, ${s.sourceLinksChanged} connected sources changed, ${s.teams} new teams (${how})`);
       } catch (err) {
         if (show) process.stderr.write('\n');
         if (err instanceof ImportError) {

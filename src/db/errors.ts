@@ -17,3 +17,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     || code === '57014' // statement timeout / cancelled
     || code === '25006'; // read-only transaction (a primary that became a standby)
 }
+
+/** A unique index or constraint refused a value (SQLSTATE 23505). */
+export function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '23505';
+}

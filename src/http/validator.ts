@@ -1,16 +1,18 @@
 import { Ajv, type Options } from 'ajv';
 import { createRequire } from 'node:module';
 import type { FastifySchemaCompiler } from 'fastify';
-import { isClientUserId, isPastDate, isTimeZone } from '../users/rules.js';
+import { isCalendarDate, isClientUserId, isPastDate, isTimeZone } from '../users/rules.js';
 
 // ajv-formats is CommonJS whose module.exports is the plugin function itself.
 const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
 
-/** An Ajv with the project's formats; the import (src/users/import.ts) uses one too. */
+/** An Ajv with the project's formats. */
 export function makeAjv(options: Options): Ajv {
   // verbose: errors carry the offending value, which 422 items echo as `input`.
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, removeAdditional: false, strict: false, ...options });
   addFormats(ajv, ['uuid', 'date', 'date-time']);
+  // Dates as the import checks them (years from 100 on): ajv-formats' `date` takes year 0000, which PostgreSQL refuses.
+  ajv.addFormat('date', isCalendarDate);
   ajv.addFormat('time-zone', isTimeZone);
   ajv.addFormat('past-date', isPastDate);
   ajv.addFormat('client-user-id', isClientUserId);
