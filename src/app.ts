@@ -6,7 +6,7 @@ import { ReadRouter } from './db/read-router.js';
 import { KeyVerifier } from './auth/key-verifier.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { validatorCompiler } from './http/validator.js';
-import { registerRequestLog } from './http/request-log.js';
+import { lazyChildLogger, registerRequestLog } from './http/request-log.js';
 import { registerResponseHeaders } from './http/response-headers.js';
 import { registerOpenApi } from './http/openapi.js';
 import { registerDocs } from './http/docs.js';
@@ -42,6 +42,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     ...(deps.loggerInstance ? { loggerInstance: deps.loggerInstance } : { logger: deps.logger ?? { level: config.logLevel } }),
     // Our own one line per request (src/http/request-log.ts) replaces Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    childLoggerFactory: lazyChildLogger,
     // maxParamLength: a client_user_id may be 255 characters, each up to 12 once percent-encoded
     // (Fastify's default of 100 answered 414 to valid long ids).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 255 * 12 },

@@ -9,7 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
+import { lazyChildLogger } from '../src/http/request-log.js';
 import type { Sql } from '../src/db/client.js';
 import { teamWithUsers, testConfig, testSql, type TeamWithUsers } from './helpers.js';
 import { scanLogsForKeys } from './key-leak-scan.js';
@@ -85,6 +87,20 @@ describe('request and audit logs', () => {
       assert.equal(a.status, 200);
     }
     assert.equal(audits[0]!.request_id, page.headers['x-request-id'], 'the audit line carries the request id');
+  });
+
+  it("a request's own logger is made on first use, with the request id", async () => {
+    let logged = '';
+    const stream = new Writable({ write(chunk, _enc, cb) { logged += chunk; cb(); } });
+    const root = pino({ level: 'info' }, stream);
+    const child = lazyChildLogger.call(app, root, { request_id: 'lazy-1' }, {}, {} as never);
+    assert.equal(child.level, 'info');
+    child.debug('below the level');
+    child.warn({ reason: 'x' }, 'a warning');
+    await new Promise((r) => setImmediate(r));
+    const [line, ...rest] = logged.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    assert.equal(rest.length, 0);
+    assert.deepEqual([line.request_id, line.msg, line.reason, line.level], ['lazy-1', 'a warning', 'x', 40]);
   });
 
   it('the suite-wide check finds a key hidden anywhere in a log line', () => {

@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
+import pino, { type Bindings, type ChildLoggerOptions, type LogFn } from 'pino';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -7,25 +8,81 @@ declare module 'fastify' {
   }
 }
 
+const q = JSON.stringify;
+
 /**
  * One JSON line per request. Built from named fields only: headers (the key)
  * and bodies (health data) never reach the log. An answer that returned user
  * records carries `audit.user_ids` on the same line (one write per request,
  * not two).
+ *
+ * The line is written by hand, in pino's own format (level, time, the
+ * logger's bindings, request_id, the fields, msg), straight into the logger's
+ * destination, so it is buffered and ordered with every other log line.
+ * Through pino's general serializer it cost about 20 µs per request here, a
+ * quarter of a refused request's whole cost (401s: 76 µs of CPU each with
+ * the line, 56 µs without). Every value is an id, a number, a route pattern
+ * of ours or an HTTP method; JSON.stringify quotes the ones not checked to be
+ * plain.
  */
 export function registerRequestLog(app: FastifyInstance): void {
   app.decorateRequest('returnedUserIds', null);
+  // pino.symbols exposes, for integrations, the destination and the logger's bindings as pino writes them
+  // (`,"pid":…,"hostname":…`); neither exists when logging is off (Fastify's no-op logger).
+  const logger = app.log as unknown as pino.Logger & Record<symbol, unknown>;
+  const destination = logger[pino.symbols.streamSym] as { write(line: string): void } | undefined;
+  if (!destination || !logger.isLevelEnabled('info')) return;
+  const base = String(logger[pino.symbols.chindingsSym] ?? '');
+
   app.addHook('onResponse', (request, reply, done) => {
+    const caller = request.caller;
+    const route = request.routeOptions.url;
     const userIds = request.returnedUserIds;
-    request.log.info({
-      method: request.method,
-      route: request.routeOptions.url ?? null,
-      status: reply.statusCode,
-      duration_ms: Math.round(reply.elapsedTime * 100) / 100,
-      team_id: request.caller?.teamId ?? null,
-      key_id: request.caller?.keyId ?? null,
-      ...(userIds && { audit: { user_ids: userIds } }),
-    }, 'request');
+    destination.write(
+      `{"level":30,"time":${Date.now()}${base},"request_id":${q(request.id)},"method":${q(request.method)}`
+      + `,"route":${route === undefined ? 'null' : q(route)},"status":${reply.statusCode}`
+      + `,"duration_ms":${Math.round(reply.elapsedTime * 100) / 100}`
+      + `,"team_id":${caller ? `"${caller.teamId}"` : 'null'},"key_id":${caller ? `"${caller.keyId}"` : 'null'}`
+      + (userIds ? `,"audit":{"user_ids":["${userIds.join('","')}"]}` : '')
+      + ',"msg":"request"}\n');
     done();
   });
 }
+
+/**
+ * Fastify's per-request logger (`request.log`), created only when something
+ * logs through it: Fastify makes a pino child per request otherwise (its
+ * bindings serialized on every request), and only error paths use it; the
+ * request line itself is written above.
+ */
+class LazyChildLogger {
+  private real: FastifyBaseLogger | undefined;
+
+  constructor(private readonly parent: FastifyBaseLogger, private readonly bindings: Bindings, private readonly options: ChildLoggerOptions) {}
+
+  private get logger(): FastifyBaseLogger {
+    return (this.real ??= this.parent.child(this.bindings, this.options));
+  }
+
+  get level(): string {
+    return this.real?.level ?? this.parent.level;
+  }
+
+  set level(level: string) {
+    this.logger.level = level;
+  }
+
+  fatal(...args: Parameters<LogFn>): void { this.logger.fatal(...args); }
+  error(...args: Parameters<LogFn>): void { this.logger.error(...args); }
+  warn(...args: Parameters<LogFn>): void { this.logger.warn(...args); }
+  info(...args: Parameters<LogFn>): void { this.logger.info(...args); }
+  debug(...args: Parameters<LogFn>): void { this.logger.debug(...args); }
+  trace(...args: Parameters<LogFn>): void { this.logger.trace(...args); }
+  silent(): void {}
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.logger.child(bindings, options);
+  }
+}
+
+export const lazyChildLogger: NonNullable<FastifyServerOptions['childLoggerFactory']> = (logger, bindings, options) =>
+  new LazyChildLogger(logger, bindings, options) as unknown as FastifyBaseLogger;
