@@ -6,6 +6,7 @@
  */
 import fs from 'node:fs';
 import autocannon from 'autocannon';
+import { latencyBucket, percentile } from './latency.js';
 import type { LoadResult, LoadSpec, PathPlan } from './load-plan.js';
 
 function requestsFor(plan: PathPlan): autocannon.Request[] {
@@ -29,27 +30,38 @@ function requestsFor(plan: PathPlan): autocannon.Request[] {
 /** The first few distinct connection errors, so that a run full of them says why. */
 const errorSamples = new Set<string>();
 
-function fire(spec: LoadSpec, duration: number): Promise<autocannon.Result> {
+/** Response times by bucket (bench/load.ts: latencyBucket), counted as they arrive. */
+const latency = new Map<number, number>();
+
+function fire(spec: LoadSpec, duration: number, measure: boolean): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
     const options = { url: spec.url, connections: spec.connections, duration, requests: requestsFor(spec.plan), timeout: 10 };
     const instance = autocannon(options, (err, result) => (err ? reject(err) : resolve(result)));
     instance.on('reqError', (err: Error) => {
       if (errorSamples.size < 5) errorSamples.add(`${(err as NodeJS.ErrnoException).code ?? ''} ${err.message}`.trim());
     });
+    if (measure) {
+      instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
+        const bucket = latencyBucket(ms);
+        latency.set(bucket, (latency.get(bucket) ?? 0) + 1);
+      });
+    }
   });
 }
 
 const spec = JSON.parse(fs.readFileSync(process.argv[2]!, 'utf8')) as LoadSpec;
-if (spec.warmup > 0) await fire(spec, spec.warmup);
-const r = await fire(spec, spec.duration);
+if (spec.warmup > 0) await fire(spec, spec.warmup, false);
+const r = await fire(spec, spec.duration, true);
 const statuses: Record<string, number> = {};
 for (const [code, s] of Object.entries(r.statusCodeStats ?? {})) statuses[code] = s.count ?? 0;
+const buckets = [...latency].sort((a, b) => a[0] - b[0]);
 const result: LoadResult = {
   requestsPerSec: r.requests.total / r.duration,
   requests: r.requests.total,
-  p50Ms: r.latency.p50,
-  p99Ms: r.latency.p99,
+  p50Ms: percentile(buckets, 0.5),
+  p99Ms: percentile(buckets, 0.99),
   maxMs: r.latency.max,
+  latency: buckets,
   statuses,
   socketErrors: r.errors,
   durationS: r.duration,

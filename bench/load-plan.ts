@@ -30,6 +30,12 @@ export interface LoadResult {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /**
+   * Response times as [upper bound in ms, count] buckets (0.1 ms wide below
+   * 100 ms, 1 ms above): results of several rounds merge into exact
+   * percentiles (bench/load.ts).
+   */
+  latency: [number, number][];
   /** Count per HTTP status. */
   statuses: Record<string, number>;
   /** Connection errors and timeouts. */

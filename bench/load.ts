@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { mergeBuckets, percentile } from './latency.js';
 import type { LoadResult, LoadSpec } from './load-plan.js';
 import { runToEnd } from './processes.js';
 
@@ -18,4 +19,29 @@ export async function runLoad(root: string, workDir: string, spec: LoadSpec): Pr
   } finally {
     fs.rmSync(specFile, { force: true });
   }
+}
+
+/**
+ * One result from rounds of the same load: their requests over their time,
+ * percentiles over every response of every round (the histograms merge).
+ */
+export function combineRounds(rounds: LoadResult[]): LoadResult {
+  const sum = (f: (r: LoadResult) => number) => rounds.reduce((n, r) => n + f(r), 0);
+  const statuses: Record<string, number> = {};
+  for (const r of rounds) for (const [code, n] of Object.entries(r.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
+  const latency = mergeBuckets(rounds.map((r) => r.latency));
+  const errorSamples = [...new Set(rounds.flatMap((r) => r.errorSamples ?? []))].slice(0, 5);
+  return {
+    requestsPerSec: sum((r) => r.requests) / sum((r) => r.durationS),
+    requests: sum((r) => r.requests),
+    p50Ms: percentile(latency, 0.5),
+    p99Ms: percentile(latency, 0.99),
+    maxMs: Math.max(...rounds.map((r) => r.maxMs)),
+    latency,
+    statuses,
+    socketErrors: sum((r) => r.socketErrors),
+    durationS: sum((r) => r.durationS),
+    ...(errorSamples.length > 0 && { errorSamples }),
+    ...(rounds[0]?.loadAvg1AtStart !== undefined && { loadAvg1AtStart: rounds[0].loadAvg1AtStart }),
+  };
 }

@@ -7,6 +7,8 @@ export interface BenchOptions {
   seed: number;
   /** Seconds per scenario, for the service and again for the floor. */
   duration: number;
+  /** The duration is measured in this many alternating rounds of service and floor. */
+  rounds: number;
   connections: number;
   /** Worker counts to run the service with, one full pass per count (`--workers 1,2`). */
   workers: number[];
@@ -33,6 +35,7 @@ const USAGE = `usage: npm run bench -- [options]
   --teams N          teams in the generated dataset (default 20)
   --seed N           generator seed (default 1)
   --duration S       seconds per scenario, against the service and against the floor (default 10)
+  --rounds N         measure each scenario in N alternating rounds of service and floor (default 5)
   --connections N    concurrent connections (default 32)
   --workers LIST     run the service with WORKERS=N for each N in the list, e.g. 1,2 (default 1)
   --embedded         run the service on the embedded PostgreSQL (DATA_DIR in bench/.work) instead of DATABASE_URL
@@ -44,7 +47,7 @@ const USAGE = `usage: npm run bench -- [options]
   --profile          write V8 CPU profiles of the service (node --cpu-prof) next to its log in bench/.work/logs
   --only IDS         run only these scenarios, e.g. get-one,list-first (the floor too)
 
-Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL.`;
+Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL.`;
 
 export class UsageError extends Error {}
 
@@ -63,6 +66,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
         teams: { type: 'string', default: env.BENCH_TEAMS ?? '20' },
         seed: { type: 'string', default: '1' },
         duration: { type: 'string', default: env.BENCH_DURATION ?? '10' },
+        rounds: { type: 'string', default: env.BENCH_ROUNDS ?? '5' },
         connections: { type: 'string', default: env.BENCH_CONNECTIONS ?? '32' },
         workers: { type: 'string', default: env.BENCH_WORKERS ?? '1' },
         embedded: { type: 'boolean', default: false },
@@ -106,6 +110,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
     teams,
     seed,
     duration: whole('--duration', v.duration, 1),
+    rounds: whole('--rounds', v.rounds, 1),
     connections: whole('--connections', v.connections, 1),
     workers: v.workers.split(',').map((w) => whole('--workers', w.trim(), 1)),
     embedded: v.embedded,

@@ -41,7 +41,7 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; node: string; loadAvgAtStart: number[] };
-  settings: { users: number; teams: number; seed: number; durationS: number; connections: number; database: string; serviceEnv: Record<string, string> };
+  settings: { users: number; teams: number; seed: number; durationS: number; rounds: number; connections: number; database: string; serviceEnv: Record<string, string> };
   dataset: { users: number; teams: number; biggest: { teamId: string; users: number }; smallest: { teamId: string; users: number } };
   import: ImportResult | null;
   startup: StartupResult | null;
@@ -54,9 +54,15 @@ export function errorsOf(result: LoadResult, expect: number): number {
   return wrong + result.socketErrors;
 }
 
-/** Judges each scenario once every scenario of the pass has run (relative targets look at another scenario). */
+/**
+ * Judges each scenario once every scenario of the pass has run. A relative
+ * target compares the two scenarios' ratios to their floors: each ratio was
+ * measured in rounds alternating with its floor, so it holds still while the
+ * machine's speed drifts between the two scenarios' runs; the floors of the
+ * compared scenarios send answers of the same kind and size.
+ */
 export function judge(measured: { scenario: Scenario; service: LoadResult; floor: LoadResult }[]): ScenarioResult[] {
-  const rps = new Map(measured.map((m) => [m.scenario.id, m.service.requestsPerSec]));
+  const ratios = new Map(measured.map((m) => [m.scenario.id, m.floor.requestsPerSec > 0 ? m.service.requestsPerSec / m.floor.requestsPerSec : 0]));
   return measured.map(({ scenario, service, floor }) => {
     const errors = errorsOf(service, scenario.expect);
     const floorRatio = floor.requestsPerSec > 0 ? service.requestsPerSec / floor.requestsPerSec : 0;
@@ -72,8 +78,8 @@ export function judge(measured: { scenario: Scenario; service: LoadResult; floor
         met &&= service.p99Ms <= t.p99MaxMs;
       }
     } else if (t.kind === 'relative') {
-      const other = rps.get(t.to);
-      const rel = other ? service.requestsPerSec / other : 0;
+      const other = ratios.get(t.to);
+      const rel = other ? floorRatio / other : 0;
       target = `>= ${t.min}x ${t.to}`;
       value = `${rel.toFixed(2)}x ${t.to}`;
       met = other !== undefined && rel >= t.min;
@@ -95,7 +101,7 @@ const verdict = (pass: boolean) => (pass ? 'pass' : 'FAIL');
 export function renderReport(report: BenchReport): string {
   const out: string[] = [];
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
-    `${report.settings.connections} connections, ${report.settings.durationS} s per scenario; database: ${report.settings.database}` +
+    `${report.settings.connections} connections, ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
     (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''));
   for (const pass of report.passes) {
     const rss = pass.workers > 1 ? `${pass.memoryPeakMb.toFixed(0)} MB in all, largest process ${pass.memoryLargestProcessMb.toFixed(0)} MB` : `${pass.memoryPeakMb.toFixed(0)} MB`;

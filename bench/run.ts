@@ -18,7 +18,7 @@ import { markImported, prepareDatabase } from './database.js';
 import { prepareDataset, type Dataset } from './dataset.js';
 import { startFloor } from './floor.js';
 import { runImport, type ImportResult } from './import.js';
-import { runLoad } from './load.js';
+import { combineRounds, runLoad } from './load.js';
 import type { LoadResult } from './load-plan.js';
 import { parseOptions, UsageError, type BenchOptions } from './options.js';
 import { killAllNow, runToEnd, sampleMemory, stopAll } from './processes.js';
@@ -66,10 +66,18 @@ async function runPass(o: BenchOptions, workDir: string, logDir: string, target:
     const warmup = o.duration >= 5 ? 2 : 1;
     const measured: { scenario: Scenario; service: LoadResult; floor: LoadResult }[] = [];
     for (const s of scenarios) {
-      const base = { connections: o.connections, duration: o.duration, warmup };
-      const onService = await runLoad(root, workDir, { ...base, url: service.baseUrl, plan: s.plan });
       await floor.select(s.id);
-      const onFloor = await runLoad(root, workDir, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) });
+      // Service and floor in alternating rounds: the machine's speed drifts (by half, here, within
+      // minutes), and a drift between two long runs would show up as a difference between them.
+      const serviceRounds: LoadResult[] = [];
+      const floorRounds: LoadResult[] = [];
+      for (let round = 0; round < o.rounds; round++) {
+        const base = { connections: o.connections, duration: o.duration / o.rounds, warmup: round === 0 ? warmup : 0 };
+        serviceRounds.push(await runLoad(root, workDir, { ...base, url: service.baseUrl, plan: s.plan }));
+        floorRounds.push(await runLoad(root, workDir, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) }));
+      }
+      const onService = combineRounds(serviceRounds);
+      const onFloor = combineRounds(floorRounds);
       say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s`);
       for (const [side, r] of [['service', onService], ['floor', onFloor]] as const) {
         if (r.socketErrors > 0) say(`  ${side}: ${r.socketErrors} connection errors, e.g. ${r.errorSamples?.join('; ')}`);
@@ -114,7 +122,8 @@ function pruneLogs(dir: string, keep: number): void {
 function writeResults(report: BenchReport, stamp: string): string[] {
   const dir = path.join(root, 'bench/results');
   fs.mkdirSync(dir, { recursive: true });
-  const json = JSON.stringify(report, null, 2) + '\n';
+  // Latency histograms ([bound, count] pairs) one pair per line, not four.
+  const json = JSON.stringify(report, null, 2).replace(/\[\s+([\d.e+-]+),\s+([\d.e+-]+)\s+\]/g, '[$1, $2]') + '\n';
   const svg = renderChart(report);
   const files = [`${stamp}.json`, `${stamp}.svg`, 'latest.json', 'latest.svg'].map((f) => path.join(dir, f));
   fs.writeFileSync(files[0]!, json);
@@ -178,7 +187,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
     machine: { cpus: os.availableParallelism(), node: process.version, loadAvgAtStart },
     settings: {
-      users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, connections: o.connections,
+      users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, rounds: o.rounds, connections: o.connections,
       database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
       serviceEnv: o.serviceEnv,
     },

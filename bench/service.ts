@@ -55,7 +55,13 @@ export interface ServiceOptions {
   timeoutMs?: number;
 }
 
-/** Starts the built service (dist/server.js) as production would: info logs, to a file. */
+/** The Node flags `npm start` runs the service with (package.json config.nodeFlags). */
+function serviceNodeFlags(root: string): string[] {
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { config?: { nodeFlags?: string } };
+  return (pkg.config?.nodeFlags ?? '').split(' ').filter(Boolean);
+}
+
+/** Starts the built service (dist/server.js) as production would (`npm start`'s Node flags): info logs, to a file. */
 export async function startService(o: ServiceOptions): Promise<Service> {
   const port = await freePort();
   const env = {
@@ -71,7 +77,7 @@ export async function startService(o: ServiceOptions): Promise<Service> {
   };
   fs.mkdirSync(path.dirname(o.logFile), { recursive: true });
   const since = Date.now();
-  const nodeArgs = o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : [];
+  const nodeArgs = [...serviceNodeFlags(o.root), ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : [])];
   const child = startProcess('service', process.execPath, [...nodeArgs, path.join(o.root, 'dist/server.js')], { env, logFile: o.logFile });
   const baseUrl = `http://127.0.0.1:${port}`;
   try {
