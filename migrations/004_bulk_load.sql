@@ -17,7 +17,8 @@ CROSS JOIN LATERAL (
     u.client_user_id,
     u.created_on,
     COALESCE((
-      SELECT ('[' || string_agg(x.doc, ',' ORDER BY x.created_on, x.slug) || ']')::json
+      -- Slugs byte by byte, as src/users/document.ts orders them, whatever the database's collation.
+      SELECT ('[' || string_agg(x.doc, ',' ORDER BY x.created_on, x.slug COLLATE "C") || ']')::json
       FROM (
         SELECT us.created_on, s.slug, row_to_json(c)::text AS doc
         FROM user_sources us

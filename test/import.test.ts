@@ -161,6 +161,18 @@ describe('import: bulk load and merge', () => {
     await rejectsAt(importUsers(sql, bytes(`${a}\n`, Buffer.from([0x7b, 0xff, 0x7d, 0x0a]), `${b}\n`)), 2, /not valid UTF-8/);
     const long = JSON.stringify({ ...JSON.parse(a!), client_user_id: 'x'.repeat(3 << 20) });
     await rejectsAt(importUsers(sql, bytes(`${a}\n${b}\n`, long.slice(0, 1 << 20), long.slice(1 << 20), `\n${a}\n`)), 3, /client_user_id/);
+    // One endless line (a JSON array given by mistake, say) is refused once it passes any valid user's size, not buffered whole.
+    const endless = Buffer.alloc(1 << 20, 0x20);
+    await rejectsAt(importUsers(sql, bytes(`${a}\n`, ...new Array<Buffer>(20).fill(endless))), 2, /line longer than 16 MiB/);
+  });
+
+  it('a byte order mark before the first line is not part of it', async () => {
+    const { records } = withFreshIds(generateUsers(2, 3));
+    const summary = await importUsers(sql, (async function* () {
+      yield Buffer.from(`\uFEFF${records.map((r) => JSON.stringify(r)).join('\n')}\n`);
+    })());
+    assert.equal(summary.inserted, 2);
+    assert.deepEqual(await problems(sql, [...new Set(records.map((r) => r.team_id as string))]), []);
   });
 });
 

@@ -177,8 +177,10 @@ export function encodeBatch(lines: BatchLines, records: RecordFile): EncodedBatc
   let error: EncodedBatch['error'];
 
   try {
-    for (const line of lines) {
+    for (let line of lines) {
       const lineNo = lines.line;
+      // A byte order mark (Windows tools write one) opens the file, not its first user.
+      if (lineNo === 1 && line.charCodeAt(0) === 0xfeff) line = line.slice(1);
       if (line.length === 0 || (line.charCodeAt(0) <= 32 && line.trim() === '')) continue;
       const u = parseImportLine(line, lineNo);
 

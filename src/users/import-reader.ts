@@ -1,9 +1,17 @@
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { BatchLines, encodeBatch, RecordFile, type EncodedBatch } from './import-batch.js';
+import { ImportError } from './import-line.js';
 
 /** About this many bytes of input per batch. */
 const BATCH_BYTES = 1 << 20;
+/**
+ * The longest line read before the import gives up on it. The longest valid
+ * user (100 sources, every text at its limit and written as \u escapes) is
+ * under 3 MB; without a bound, a file that is one huge line (a JSON array
+ * given by mistake) would be buffered whole.
+ */
+const MAX_LINE_BYTES = 16 << 20;
 /**
  * Each worker thread holds memory of its own (on this project's 2-core machine the import of a million
  * users peaked at about 250 MB with 2 workers): capped, so that a many-core server does not multiply it.
@@ -39,25 +47,34 @@ export async function* encodedBatches(input: ImportInput, spoolDir: string): Asy
     for await (const raw of rawBatches(input, buffers)) {
       if (!own) {
         own = new RecordFile(spoolDir, 'users-main');
-        pending.push(Promise.resolve({ ...encodeRaw(raw, own), size: raw.size }));
+        pending.push(settledLater(Promise.resolve({ ...encodeRaw(raw, own), size: raw.size })));
         if (raw.bytes) buffers.give(raw.bytes.buffer as ArrayBuffer);
       } else {
         pool ??= new WorkerPool(Math.min(MAX_WORKERS, Math.max(1, os.availableParallelism())), spoolDir);
-        pending.push(pool.encode(raw).then(({ batch, spare }) => {
+        pending.push(settledLater(pool.encode(raw).then(({ batch, spare }) => {
           if (spare) buffers.give(spare);
           return { ...batch, size: raw.size };
-        }));
+        })));
       }
       // Batches in flight are bounded: memory stays flat whatever the input's size.
       while (pending.length > (pool?.size ?? 1) * 2) yield await pending.shift()!;
     }
     while (pending.length > 0) yield await pending.shift()!;
   } finally {
-    // Results nobody will read must not surface as unhandled rejections.
-    for (const p of pending) p.catch(() => {});
     await pool?.close();
     own?.close();
   }
+}
+
+/**
+ * A batch in flight may fail (a full TMPDIR, say) while the generator waits
+ * on the input or on an earlier batch: marked handled now, so that Node does
+ * not end the process for an unhandled rejection before the failure is
+ * awaited, in order, and reported (and the spool removed).
+ */
+function settledLater<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {});
+  return p;
 }
 
 /** Encodes a batch; a problem of one of its lines comes back in the batch (reported in input order), not thrown. */
@@ -97,6 +114,7 @@ async function* rawBatches(input: ImportInput, buffers: BufferPool): AsyncGenera
   };
   let buf = buffers.take(BATCH_BYTES);
   let used = 0;
+  let scanned = 0;
   for await (const item of input) {
     if (typeof item === 'string') {
       if (used > 0) throw new Error('import input mixes lines and bytes');
@@ -112,8 +130,17 @@ async function* rawBatches(input: ImportInput, buffers: BufferPool): AsyncGenera
       used += n;
       at += n;
       if (used < BATCH_BYTES && used < buf.length) continue;
-      const cut = buf.subarray(0, used).lastIndexOf(10) + 1;
-      // No newline yet (one line longer than the buffer): a larger buffer.
+      // Bytes before `scanned` hold no newline: each byte is looked at once, however long its line.
+      const found = buf.subarray(scanned, used).lastIndexOf(10);
+      const cut = found >= 0 ? scanned + found + 1 : 0;
+      if (cut === 0) {
+        scanned = used;
+        // A line longer than a batch so far: read on until the buffer is full, then a buffer twice the size.
+        if (used < buf.length) continue;
+        if (used >= MAX_LINE_BYTES) throw new ImportError(nextLine, `line longer than ${MAX_LINE_BYTES >> 20} MiB (no valid user comes near it)`);
+      } else {
+        scanned = used - cut;
+      }
       const next = buffers.take(cut === 0 ? buf.length * 2 : Math.max(BATCH_BYTES, used - cut + 1));
       next.set(buf.subarray(cut, used));
       if (cut > 0) {

@@ -88,6 +88,8 @@ export function parsePgTime(value: string): PgTime | null {
     const text = zone === 6 && lastNonZero === zoneAt && at(value, zoneAt, PLUS) ? value : `${value.slice(0, 19)}${fraction}+00:00`;
     return { text, seconds: pgEpochSeconds(y, mo, d, h, mi, s), micros };
   }
+  // Date.UTC reads years 0-99 as 1900-1999: such a year is refused before it could be shifted into one.
+  if (y < 100) return null;
   const utc = new Date(Date.UTC(y, mo - 1, d, h, mi, s) - offsetMinutes * 60_000).toISOString();
   if (!/^\d{4}-/.test(utc) || utc < '1000') return null;
   const seconds = pgEpochSeconds(y, mo, d, h, mi, s) - offsetMinutes * 60;
