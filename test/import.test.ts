@@ -12,6 +12,7 @@ import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { createUser } from '../src/users/queries.js';
+import { planRebuild } from '../src/db/table-rebuild.js';
 import { ImportError, importUsers, type ImportSummary } from '../src/users/import.js';
 import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
@@ -173,6 +174,29 @@ describe('import: bulk load and merge', () => {
     })());
     assert.equal(summary.inserted, 2);
     assert.deepEqual(await problems(sql, [...new Set(records.map((r) => r.team_id as string))]), []);
+  });
+});
+
+describe('table rebuild: what it refuses to copy', () => {
+  it('rebuilds a plain table, and refuses one whose sequence LIKE would restart', async () => {
+    const sql = testSql();
+    const rollBack = new Error('roll back the probe tables');
+    try {
+      await assert.rejects(sql.begin(async (tx) => {
+        await tx`CREATE TABLE rebuild_probe_plain (id uuid PRIMARY KEY, n int NOT NULL)`;
+        await tx`CREATE TABLE rebuild_probe_identity (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY)`;
+        await tx`CREATE TABLE rebuild_probe_serial (id serial PRIMARY KEY)`;
+        const plain = await planRebuild(tx, 'rebuild_probe_plain');
+        assert.ok('indexes' in plain, JSON.stringify(plain));
+        assert.deepEqual(plain.indexes.map((i) => i.constraint?.type), ['PRIMARY KEY']);
+        for (const table of ['rebuild_probe_identity', 'rebuild_probe_serial']) {
+          assert.deepEqual(await planRebuild(tx, table), { impossible: `${table} has an identity or serial column attached` });
+        }
+        throw rollBack;
+      }), (err) => err === rollBack);
+    } finally {
+      await sql.end();
+    }
   });
 });
 

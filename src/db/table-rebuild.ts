@@ -27,8 +27,8 @@ export interface RebuildPlan {
  * cannot: only a table whose whole definition is copied by `CREATE TABLE
  * ... (LIKE ...)` and its index definitions qualifies; anything else
  * attached to it (views, triggers, policies, grants, another owner, storage
- * parameters, foreign keys, publications, inheritance) would be lost or
- * would block the swap.
+ * parameters, foreign keys, publications, inheritance, sequences) would be
+ * lost or would block the swap.
  */
 export async function planRebuild(tx: Tx, table: string): Promise<RebuildPlan | { impossible: string }> {
   const [rel] = await tx<{ oid: number; qualified: string; kind: string; rls: boolean; acl: boolean; owned: boolean; options: boolean; inherits: boolean }[]>`
@@ -50,6 +50,11 @@ export async function planRebuild(tx: Tx, table: string): Promise<RebuildPlan | 
     UNION ALL SELECT 'a trigger' FROM pg_trigger WHERE tgrelid = ${rel.oid} AND NOT tgisinternal
     UNION ALL SELECT 'a foreign key' FROM pg_constraint WHERE contype = 'f' AND (conrelid = ${rel.oid} OR confrelid = ${rel.oid})
     UNION ALL SELECT 'a publication' FROM pg_publication_rel WHERE prrelid = ${rel.oid}
+    -- LIKE would give the shadow a sequence of its own, starting again at 1.
+    UNION ALL SELECT 'an identity or serial column' FROM pg_attribute a
+      LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+      WHERE a.attrelid = ${rel.oid} AND a.attnum > 0 AND NOT a.attisdropped
+        AND (a.attidentity <> '' OR pg_get_expr(ad.adbin, ad.adrelid) LIKE 'nextval(%')
     LIMIT 1`;
   if (attached) return { impossible: `${table} has ${attached.what} attached` };
 
