@@ -55,10 +55,15 @@ export interface ServiceOptions {
   timeoutMs?: number;
 }
 
-/** The Node flags `npm start` runs the service with (package.json config.nodeFlags). */
+/**
+ * The Node flags `npm start` runs the service with, read from its script
+ * (written out there, not in a variable, so that it runs in Windows' shell too).
+ */
 function serviceNodeFlags(root: string): string[] {
-  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { config?: { nodeFlags?: string } };
-  return (pkg.config?.nodeFlags ?? '').split(' ').filter(Boolean);
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const flags = /\bnode((?: --\S+)*) dist\/server\.js/.exec(pkg.scripts.start);
+  if (!flags) throw new Error(`bench: cannot find "node ... dist/server.js" in the start script: ${pkg.scripts.start}`);
+  return flags[1]!.split(' ').filter(Boolean);
 }
 
 /** Starts the built service (dist/server.js) as production would (`npm start`'s Node flags): info logs, to a file. */
