@@ -129,6 +129,19 @@ describe('import: bulk load and merge', () => {
     assert.equal(written.length, 0);
   });
 
+  it('a file may hand client_user_ids around among stored users: a swap, and a new user taking a renamed one', async () => {
+    const { records } = withFreshIds(generateUsers(3, 1));
+    const [a, b, c] = records as [Record<string, any>, Record<string, any>, Record<string, any>];
+    await importUsers(sql, lines([{ ...a, client_user_id: 'hand-a' }, { ...b, client_user_id: 'hand-b' }]));
+    const swapped = await importUsers(sql, lines([{ ...a, client_user_id: 'hand-b' }, { ...b, client_user_id: 'hand-a' }]));
+    assert.deepEqual([swapped.method, swapped.updated], ['merge', 2]);
+    await importUsers(sql, lines([{ ...a, client_user_id: 'hand-c' }, { ...c, client_user_id: 'hand-b' }]));
+    const rows = await sql<{ user_id: string; client_user_id: string }[]>`
+      SELECT user_id, client_user_id FROM users WHERE team_id = ${a.team_id}::uuid ORDER BY client_user_id`;
+    assert.deepEqual(rows.map((r) => [r.user_id, r.client_user_id]), [[b.user_id, 'hand-a'], [c.user_id, 'hand-b'], [a.user_id, 'hand-c']]);
+    assert.deepEqual(await problems(sql, [a.team_id]), []);
+  });
+
   it('keeps every user created while a bulk load runs', async () => {
     const team = await teamWithKey(sql);
     const created: string[] = [];

@@ -105,6 +105,15 @@ async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
   await tx`CREATE INDEX ON import_ranked (user_id)`;
   await tx`ANALYZE import_ranked`;
 
+  // The unique (team_id, client_user_id) is checked row by row: a file that swaps two stored users' ids,
+  // or gives a new user the id a stored one is renamed away from, would trip over a value about to be
+  // released. Users whose id changes let go of theirs first, for a placeholder no client_user_id can
+  // equal (those refuse control characters), overwritten below in this transaction.
+  await tx`
+    UPDATE users u SET client_user_id = chr(1) || u.user_id::text
+    FROM import_users i
+    WHERE i.user_id = u.user_id AND i.client_user_id <> u.client_user_id`;
+
   const [written] = await tx<{ inserted: number; updated: number; teams: string[] }[]>`
     WITH w AS (
     INSERT INTO users AS u (
