@@ -173,6 +173,8 @@ describe('import: bulk load and merge', () => {
       for (const c of chunks) yield typeof c === 'string' ? Buffer.from(c) : c;
     }
     await rejectsAt(importUsers(sql, bytes(`${a}\n`, Buffer.from([0x7b, 0xff, 0x7d, 0x0a]), `${b}\n`)), 2, /not valid UTF-8/);
+    // The first bad line is the one reported, also when a later line of the same piece is not UTF-8.
+    await rejectsAt(importUsers(sql, bytes(`${a}\n{oops\n`, Buffer.from([0x7b, 0xff, 0x7d, 0x0a]), `${b}\n`)), 2, /not valid JSON/);
     const long = JSON.stringify({ ...JSON.parse(a!), client_user_id: 'x'.repeat(3 << 20) });
     await rejectsAt(importUsers(sql, bytes(`${a}\n${b}\n`, long.slice(0, 1 << 20), long.slice(1 << 20), `\n${a}\n`)), 3, /client_user_id/);
     // One endless line (a JSON array given by mistake, say) is refused once it passes any valid user's size, not buffered whole.

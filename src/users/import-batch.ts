@@ -123,7 +123,7 @@ export class BatchLines {
     for (let start = 0; start < bytes.length;) {
       let end = start + PIECE_BYTES < bytes.length ? bytes.lastIndexOf(10, start + PIECE_BYTES) + 1 : bytes.length;
       if (end <= start) end = Math.max(bytes.indexOf(10, start) + 1, 0) || bytes.length; // a line longer than a piece
-      const text = decodeUtf8(bytes.subarray(start, end), this.line + 1);
+      const { text, badLine } = decodeUtf8(bytes.subarray(start, end), this.line + 1);
       start = end;
       for (let at = 0; at < text.length;) {
         let lineEnd = text.indexOf('\n', at);
@@ -132,6 +132,7 @@ export class BatchLines {
         yield text.slice(at, lineEnd > at && text.charCodeAt(lineEnd - 1) === 13 /* \r */ ? lineEnd - 1 : lineEnd);
         at = lineEnd + 1;
       }
+      if (badLine !== undefined) throw new ImportError(badLine, 'not valid UTF-8');
     }
   }
 }
@@ -140,10 +141,15 @@ const PIECE_BYTES = 60 * 1024;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-/** Strict UTF-8: bytes that are not UTF-8 are an error at their line, not silently replaced. */
-function decodeUtf8(bytes: Uint8Array, firstLine: number): string {
+/**
+ * Strict UTF-8: bytes that are not UTF-8 are an error at their line, not
+ * silently replaced. For a piece with such a line: the text of the lines
+ * before it, which are still checked (an earlier bad line is the one
+ * reported), and its number.
+ */
+function decodeUtf8(bytes: Uint8Array, firstLine: number): { text: string; badLine?: number } {
   try {
-    return utf8.decode(bytes);
+    return { text: utf8.decode(bytes) };
   } catch {
     let line = firstLine;
     for (let start = 0; start < bytes.length; line++) {
@@ -152,7 +158,7 @@ function decodeUtf8(bytes: Uint8Array, firstLine: number): string {
       try {
         utf8.decode(bytes.subarray(start, end));
       } catch {
-        throw new ImportError(line, 'not valid UTF-8');
+        return { text: utf8.decode(bytes.subarray(0, start)), badLine: line };
       }
       start = end + 1;
     }
