@@ -4,8 +4,11 @@ import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/users/import.js';
-import { pgTimestamp } from '../src/users/pg-time.js';
+import { parsePgTime } from '../src/users/pg-time.js';
 import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+
+/** The text PostgreSQL stores for an RFC 3339 date-time, or null where the import refuses it. */
+const pgTimestamp = (value: string) => parsePgTime(value)?.text ?? null;
 
 /** Users whose stored document differs from the one the user_documents() reference function computes. */
 async function mismatches(sql: Sql, teamId: string): Promise<{ user_id: string; stored: string; computed: string }[]> {

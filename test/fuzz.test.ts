@@ -9,10 +9,9 @@ import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { byListOrder, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { byListOrder, NO_RATE_LIMITS, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** Out of the way: these tests send thousands of requests from one address. */
-const NO_LIMITS = { RATE_LIMIT_PER_IP: '10000000', RATE_LIMIT_PER_TEAM: '10000000' };
 const LOCS = ['path', 'query', 'header', 'body'];
 
 /** Asserts the contract's error shape (section 6) on any answer of 400 or more. */
@@ -48,7 +47,7 @@ describe('fuzz and properties', () => {
 
   before(async () => {
     sql = testSql();
-    app = await testApp(sql, NO_LIMITS);
+    app = await testApp(sql, NO_RATE_LIMITS);
     team = await teamWithKey(sql);
     const created = await app.inject({ method: 'POST', url: '/v2/user/', headers: { 'x-service-api-key': team.key }, payload: { client_user_id: 'fuzz-user' } });
     userId = created.json().user_id;

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { after, before } from 'node:test';
 import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
@@ -47,6 +48,23 @@ export async function testApp(sql: Sql, env: Record<string, string> = {}): Promi
   const config = testConfig(env);
   const loggerInstance = testLogger();
   return buildApp({ config, sql, ...(loggerInstance ? { loggerInstance } : { logger: false }) });
+}
+
+/** Rate limits out of reach, for tests that send many requests from one address. */
+export const NO_RATE_LIMITS = { RATE_LIMIT_PER_IP: '10000000', RATE_LIMIT_PER_TEAM: '10000000' };
+
+/** A stream that keeps what is written to it, read back as JSON lines. */
+export function collectingStream(): { stream: Writable; lines: () => Record<string, any>[] } {
+  let text = '';
+  const stream = new Writable({ write(chunk, _enc, cb) { text += chunk; cb(); } });
+  return { stream, lines: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+}
+
+/** An app whose log lines (level info) are collected. */
+export async function loggedApp(sql: Sql, env: Record<string, string> = {}): Promise<{ app: App; lines: () => Record<string, any>[] }> {
+  const { stream, lines } = collectingStream();
+  const app = await buildApp({ config: testConfig(env), sql, logger: { level: 'info', stream } });
+  return { app, lines };
 }
 
 export interface TestTeam {

@@ -14,7 +14,7 @@ import { issueKey } from '../src/auth/issue-key.js';
 import { createUser } from '../src/users/queries.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
 import { ImportError, importUsers, type ImportSummary } from '../src/users/import.js';
-import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { generateUsers, lines, NO_RATE_LIMITS, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** Everything stored about the given teams that a reader could see, checked against the reference definition. */
 async function problems(sql: Sql, teamIds: string[]): Promise<string[]> {
@@ -224,7 +224,7 @@ describe('import: reading while a bulk load swaps the tables', () => {
   before(async () => {
     sql = testSql();
     // The readers below are paced, but a slow machine could still push them past the default team limit.
-    app = await testApp(sql, { RATE_LIMIT_PER_TEAM: '10000000', RATE_LIMIT_PER_IP: '10000000' });
+    app = await testApp(sql, NO_RATE_LIMITS);
     team = await teamWithKey(sql);
     const [user] = generateUsers(1).map((u): Record<string, any> => ({ ...u, team_id: team.teamId }));
     await importUsers(sql, lines([user!]));

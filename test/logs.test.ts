@@ -13,7 +13,7 @@ import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
 import { lazyChildLogger } from '../src/http/request-log.js';
 import type { Sql } from '../src/db/client.js';
-import { teamWithUsers, testConfig, testSql, type TeamWithUsers } from './helpers.js';
+import { collectingStream, teamWithUsers, testConfig, testSql, type TeamWithUsers } from './helpers.js';
 import { scanLogsForKeys } from './key-leak-scan.js';
 
 describe('request and audit logs', () => {
@@ -90,17 +90,16 @@ describe('request and audit logs', () => {
   });
 
   it("a request's own logger is made on first use, with the request id", async () => {
-    let logged = '';
-    const stream = new Writable({ write(chunk, _enc, cb) { logged += chunk; cb(); } });
+    const { stream, lines: logged } = collectingStream();
     const root = pino({ level: 'info' }, stream);
     const child = lazyChildLogger.call(app, root, { request_id: 'lazy-1' }, {}, {} as never);
     assert.equal(child.level, 'info');
     child.debug('below the level');
     child.warn({ reason: 'x' }, 'a warning');
     await new Promise((r) => setImmediate(r));
-    const [line, ...rest] = logged.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const [line, ...rest] = logged();
     assert.equal(rest.length, 0);
-    assert.deepEqual([line.request_id, line.msg, line.reason, line.level], ['lazy-1', 'a warning', 'x', 40]);
+    assert.deepEqual([line!.request_id, line!.msg, line!.reason, line!.level], ['lazy-1', 'a warning', 'x', 40]);
   });
 
   it('the suite-wide check finds a key hidden anywhere in a log line', () => {

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { buildApp } from '../src/app.js';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { importUsers } from '../src/users/import.js';
 import { PageCache } from '../src/users/page-cache.js';
 import type { UserPage } from '../src/users/queries.js';
-import { generateUsers, lines, teamWithUsers, testApp, testConfig, testSql, type TeamWithUsers } from './helpers.js';
+import { generateUsers, lines, loggedApp, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 /** `source="memory"` and `source="database"` of hds_list_pages_total. */
 async function pageSources(app: App): Promise<{ memory: number; database: number }> {
@@ -45,16 +43,14 @@ describe('list pages served from memory', () => {
   };
 
   it('audits a page answered from memory like one read from the database', async () => {
-    let text = '';
-    const stream = new Writable({ write(chunk, _enc, cb) { text += chunk; cb(); } });
-    const logged = await buildApp({ config: testConfig(), sql, logger: { level: 'info', stream } });
+    const { app: logged, lines: logLines } = await loggedApp(sql);
     try {
       const answers = [];
       for (let i = 0; i < 2; i++) answers.push(await logged.inject({ url: '/v2/user/?limit=4', headers: { 'x-service-api-key': team.key } }));
       assert.deepEqual(await pageSources(logged), { memory: 1, database: 1 });
-      const audits = text.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.audit);
+      const audits = logLines().filter((l) => l.audit);
       assert.deepEqual(audits.map((l) => l.audit.user_ids), answers.map((a) => a.json().users.map((u: { user_id: string }) => u.user_id)));
-      assert.equal(audits[1].audit.user_ids.length, 4);
+      assert.equal(audits[1]!.audit.user_ids.length, 4);
     } finally {
       await logged.close();
     }

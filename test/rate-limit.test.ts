@@ -6,25 +6,16 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { Redis } from 'ioredis';
-import { buildApp, type App } from '../src/app.js';
+import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { teamWithKey, testApp, testConfig, testSql } from './helpers.js';
+import { loggedApp, teamWithKey, testApp, testSql } from './helpers.js';
 
 const REDIS = { host: '127.0.0.1', port: 6379 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** A Redis key prefix of this test's own: other tests share the Redis. */
 const prefix = () => `hds-test:${randomBytes(6).toString('hex')}:`;
-
-/** An app whose log lines are collected, to see what it says about Redis. */
-async function loggedApp(sql: Sql, env: Record<string, string>): Promise<{ app: App; lines: () => Record<string, any>[] }> {
-  let text = '';
-  const stream = new Writable({ write(chunk, _enc, cb) { text += chunk; cb(); } });
-  const app = await buildApp({ config: testConfig(env), sql, logger: { level: 'info', stream } });
-  return { app, lines: () => text.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
-}
 
 const list = (app: App, key: string) => app.inject({ url: '/v2/user/?limit=1', headers: { 'x-service-api-key': key } });
 const rejections = async (app: App, scope: string) =>

@@ -14,35 +14,7 @@ import type { Writable } from 'node:stream';
 export const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
 export const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 
-/** Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates and timestamps. */
-const PG_EPOCH_DAYS = 10957;
 const TWO_32 = 4294967296;
-
-/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
-function daysFromCivil(y: number, m: number, d: number): number {
-  y -= m <= 2 ? 1 : 0;
-  const era = Math.floor(y / 400);
-  const yoe = y - era * 400;
-  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
-
-const digits = (s: string, from: number, to: number): number => {
-  let n = 0;
-  for (let i = from; i < to; i++) n = n * 10 + (s.charCodeAt(i) - 48);
-  return n;
-};
-
-/** Seconds since PostgreSQL's epoch of a UTC date and time (fields as written, month 1-12). */
-export function pgEpochSeconds(y: number, mo: number, d: number, h: number, mi: number, s: number): number {
-  return (daysFromCivil(y, mo, d) - PG_EPOCH_DAYS) * 86400 + h * 3600 + mi * 60 + s;
-}
-
-/** `YYYY-MM-DD` (already checked) as days since PostgreSQL's epoch. */
-export function dateDays(d: string): number {
-  return daysFromCivil(digits(d, 0, 4), digits(d, 5, 7), digits(d, 8, 10)) - PG_EPOCH_DAYS;
-}
 
 /** Value of each hexadecimal digit by character code; -1 for anything else. */
 const HEX = new Int8Array(128).fill(-1);
@@ -139,7 +111,7 @@ export class BinaryCopyWriter {
     this.length += 12;
   }
 
-  /** A timestamptz: whole seconds since PostgreSQL's epoch, and microseconds. */
+  /** A timestamptz: whole seconds since PostgreSQL's epoch (2000-01-01 UTC), and microseconds. */
   timestamptz(value: { seconds: number; micros: number } | null): void {
     if (value === null) return this.null();
     const { seconds, micros } = value;
@@ -151,10 +123,10 @@ export class BinaryCopyWriter {
     this.length += 12;
   }
 
-  /** A date from `YYYY-MM-DD`. */
-  date(value: string | null): void {
-    if (value === null) return this.null();
-    this.int4(dateDays(value));
+  /** A date, as days since PostgreSQL's epoch (src/users/pg-time.ts: dateDays). */
+  date(days: number | null): void {
+    if (days === null) return this.null();
+    this.int4(days);
   }
 
   /** Bytes already in this format (a field or a run of fields), copied as they are. */
@@ -192,6 +164,21 @@ export class BinaryCopyWriter {
     this.length = 0;
     return out;
   }
+}
+
+/**
+ * A whole binary COPY stream (header, a tuple per item written by `write`,
+ * trailer) in chunks of about `chunkBytes`, for writeCopy.
+ */
+export function* copyTuples<T>(items: Iterable<T>, write: (out: BinaryCopyWriter, item: T) => void, chunkBytes = 1 << 20): Generator<Buffer> {
+  const out = new BinaryCopyWriter(chunkBytes * 2);
+  out.raw(COPY_HEADER);
+  for (const item of items) {
+    write(out, item);
+    if (out.length >= chunkBytes) yield out.take();
+  }
+  out.raw(COPY_TRAILER);
+  yield out.take();
 }
 
 /**

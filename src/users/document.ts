@@ -10,15 +10,16 @@ export interface SourceRef { name: string; slug: string; logo: string }
 /** A date-time already in PostgreSQL's output form: the text itself, or a PgTime (src/users/pg-time.ts). */
 export type DocTime = string | { text: string };
 
-export interface UserDocInput {
+/** What a document is built from; the import's checked lines carry their date-times as PgTime. */
+export interface UserDocInput<Time extends DocTime = DocTime> {
   user_id: string;
   team_id: string;
   client_user_id: string;
-  created_on: DocTime;
+  created_on: Time;
   /** In the contract's order: connection time, then slug. */
-  connected_sources: { created_on: DocTime; source: SourceRef }[];
-  fallback_time_zone: { id: string; source_slug: string; updated_at: DocTime } | null;
-  fallback_birth_date: { value: string; source_slug: string; updated_at: DocTime } | null;
+  connected_sources: { created_on: Time; source: SourceRef }[];
+  fallback_time_zone: { id: string; source_slug: string; updated_at: Time } | null;
+  fallback_birth_date: { value: string; source_slug: string; updated_at: Time } | null;
   ingestion_start: string | null;
   ingestion_end: string | null;
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { BinaryCopyWriter } from '../db/copy-binary.js';
 import { userDocument } from './document.js';
 import { ImportError, parseImportLine } from './import-line.js';
+import { dateDays } from './pg-time.js';
 
 /**
  * Lines of an import checked and encoded as a unit, in a worker thread or
@@ -208,11 +209,11 @@ export function encodeBatch(lines: BatchLines, records: RecordFile): EncodedBatc
       w.text(tz && tz.source_slug);
       w.timestamptz(tz && tz.updated_at);
       const bd = u.fallback_birth_date;
-      w.date(bd && bd.value);
+      w.date(bd && dateDays(bd.value));
       w.text(bd && bd.source_slug);
       w.timestamptz(bd && bd.updated_at);
-      w.date(u.ingestion_start);
-      w.date(u.ingestion_end);
+      w.date(u.ingestion_start === null ? null : dateDays(u.ingestion_start));
+      w.date(u.ingestion_end === null ? null : dateDays(u.ingestion_end));
       w.text(userDocument(u));
       w.buf.writeUInt32BE(w.length - fieldsStart, fieldsStart - 4);
 
@@ -263,23 +264,29 @@ export function encodeBatch(lines: BatchLines, records: RecordFile): EncodedBatc
   };
 }
 
-/**
- * The batch's users in list order: team id (as text, which orders canonical
- * uuids like PostgreSQL does), then created_on, then user_id (as
- * PostgreSQL orders uuids: byte by byte).
- */
+/** The batch's users in list order. */
 function listOrder(n: number, teamIds: string[], team: Uint32Array, seconds: Float64Array, micros: Uint32Array, uid: Uint32Array): Uint32Array {
-  const byId = teamIds.map((id, i) => [id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1));
-  const rank = new Uint32Array(teamIds.length);
-  byId.forEach(([, i], r) => (rank[i] = r));
   const order = new Uint32Array(n);
   for (let i = 0; i < n; i++) order[i] = i;
-  return order.sort((a, b) => rank[team[a]!]! - rank[team[b]!]! || compareKeys(seconds, micros, uid, a, b));
+  return order.sort(listOrderComparator(teamRanks(teamIds), team, seconds, micros, uid));
 }
 
-/** created_on, then user_id, of users a and b. */
-export function compareKeys(seconds: Float64Array, micros: Uint32Array, uid: Uint32Array, a: number, b: number): number {
-  return seconds[a]! - seconds[b]! || micros[a]! - micros[b]!
+/** Rank of each team (by index) in the order of its id as text, which orders canonical uuids as PostgreSQL does. */
+export function teamRanks(teamIds: string[]): Uint32Array {
+  const rank = new Uint32Array(teamIds.length);
+  teamIds.map((id, i) => [id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1)).forEach(([, i], r) => (rank[i] = r));
+  return rank;
+}
+
+/**
+ * Compares users a and b (indexes into the key arrays) in list order: team
+ * (by `rank` of its index in `team`), then created_on, then user_id (as
+ * PostgreSQL orders uuids: byte by byte).
+ */
+export function listOrderComparator(
+  rank: Uint32Array, team: Uint32Array, seconds: Float64Array, micros: Uint32Array, uid: Uint32Array,
+): (a: number, b: number) => number {
+  return (a, b) => rank[team[a]!]! - rank[team[b]!]! || seconds[a]! - seconds[b]! || micros[a]! - micros[b]!
     || uid[a * 4]! - uid[b * 4]! || uid[a * 4 + 1]! - uid[b * 4 + 1]! || uid[a * 4 + 2]! - uid[b * 4 + 2]! || uid[a * 4 + 3]! - uid[b * 4 + 3]!;
 }
 

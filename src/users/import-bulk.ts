@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.js';
-import { BinaryCopyWriter, COPY_HEADER, COPY_TRAILER, writeCopy } from '../db/copy-binary.js';
+import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { buildShadowIndexes, createShadow, planRebuild, swapInShadow, type RebuildPlan } from '../db/table-rebuild.js';
 import { rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
@@ -7,7 +7,6 @@ import { USER_COLUMNS, type ImportSpool, type SortKeys } from './import-spool.js
 
 /** Below this many users a merge is quick anyway, and nothing is worth rebuilding the tables for. */
 const BULK_MIN_USERS = 10_000;
-const CHUNK_BYTES = 1 << 20;
 /** How long the swap may wait for the tables' other users (readers, creates) before the import gives up. */
 const SWAP_LOCK_TIMEOUT = '10s';
 
@@ -111,29 +110,19 @@ async function load(tx: Tx, ctx: ImportContext, keys: SortKeys, users: RebuildPl
 }
 
 /** The spooled users as COPY tuples in list order, each with its position: the table's rows end up in the order list pages read them. */
-function* usersInListOrder(spool: ImportSpool, keys: SortKeys, perTeam: number[]): Generator<Buffer> {
-  const out = new BinaryCopyWriter(CHUNK_BYTES * 2);
-  out.raw(COPY_HEADER);
-  for (const { team, fields } of spool.usersInListOrder(keys)) {
+function usersInListOrder(spool: ImportSpool, keys: SortKeys, perTeam: number[]): Generator<Buffer> {
+  return copyTuples(spool.usersInListOrder(keys), (out, { team, fields }) => {
     out.tuple(1 + USER_COLUMNS.length);
     out.int8(++perTeam[team]!);
     out.raw(fields);
-    if (out.length >= CHUNK_BYTES) yield out.take();
-  }
-  out.raw(COPY_TRAILER);
-  yield out.take();
+  });
 }
 
-function* linkTuples(spool: ImportSpool, sourceIds: number[]): Generator<Buffer> {
-  const out = new BinaryCopyWriter(CHUNK_BYTES * 2);
-  out.raw(COPY_HEADER);
-  for (const record of spool.linkRecords()) {
+function linkTuples(spool: ImportSpool, sourceIds: number[]): Generator<Buffer> {
+  return copyTuples(spool.linkRecords(), (out, record) => {
     out.tuple(3);
     out.raw(record, 0, 20);
     out.int4(sourceIds[record.readUInt16BE(20)]!);
     out.raw(record, 22, 34);
-    if (out.length >= CHUNK_BYTES) yield out.take();
-  }
-  out.raw(COPY_TRAILER);
-  yield out.take();
+  });
 }

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { makeAjv } from '../http/validator.js';
-import type { SourceRef } from './document.js';
+import type { SourceRef, UserDocInput } from './document.js';
 import { comparePgTimes, parsePgTime, type PgTime } from './pg-time.js';
 
 const SourceIn = Type.Object({
@@ -46,18 +46,7 @@ export class ImportError extends Error {
 }
 
 /** A checked line, every value in the form it is stored in (ids lower-case, date-times as PostgreSQL keeps them). */
-export interface ImportedUser {
-  user_id: string;
-  team_id: string;
-  client_user_id: string;
-  created_on: PgTime;
-  /** In the contract's order: connection time, then slug. */
-  connected_sources: { created_on: PgTime; source: SourceRef }[];
-  fallback_time_zone: { id: string; source_slug: string; updated_at: PgTime } | null;
-  fallback_birth_date: { value: string; source_slug: string; updated_at: PgTime } | null;
-  ingestion_start: string | null;
-  ingestion_end: string | null;
-}
+export type ImportedUser = UserDocInput<PgTime>;
 
 /**
  * Text PostgreSQL can't store as written: NUL, or a lone UTF-16 surrogate

@@ -1,10 +1,8 @@
 import type { Tx } from '../db/client.js';
-import { BinaryCopyWriter, COPY_HEADER, COPY_TRAILER, writeCopy } from '../db/copy-binary.js';
+import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { ImportError } from './import-line.js';
 import { rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
 import { USER_COLUMNS, type ImportSpool } from './import-spool.js';
-
-const CHUNK_BYTES = 1 << 20;
 
 /**
  * The merge path: the spooled users and links are copied into temporary
@@ -36,32 +34,22 @@ async function stage(tx: Tx, spool: ImportSpool): Promise<void> {
   await tx`ANALYZE import_users, import_sources`;
 }
 
-function* stagedUsers(spool: ImportSpool): Generator<Buffer> {
-  const out = new BinaryCopyWriter(CHUNK_BYTES * 2);
-  out.raw(COPY_HEADER);
-  for (const { line, fields } of spool.userRecords()) {
+function stagedUsers(spool: ImportSpool): Generator<Buffer> {
+  return copyTuples(spool.userRecords(), (out, { line, fields }) => {
     out.tuple(1 + USER_COLUMNS.length);
     out.int4(line);
     out.raw(fields);
-    if (out.length >= CHUNK_BYTES) yield out.take();
-  }
-  out.raw(COPY_TRAILER);
-  yield out.take();
+  });
 }
 
-function* stagedLinks(spool: ImportSpool): Generator<Buffer> {
-  const out = new BinaryCopyWriter(CHUNK_BYTES * 2);
-  out.raw(COPY_HEADER);
-  for (const record of spool.linkRecords()) {
+function stagedLinks(spool: ImportSpool): Generator<Buffer> {
+  return copyTuples(spool.linkRecords(), (out, record) => {
     out.tuple(4);
     out.raw(record, 0, 20);
     out.text(spool.sourceList[record.readUInt16BE(20)]!.slug);
     out.raw(record, 22, 34);
     out.int4(record.readUInt32BE(34));
-    if (out.length >= CHUNK_BYTES) yield out.take();
-  }
-  out.raw(COPY_TRAILER);
-  yield out.take();
+  });
 }
 
 function failAt(rows: { line: number; reason: string }[]): void {

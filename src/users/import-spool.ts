@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ImportError } from './import-line.js';
-import { compareKeys, LINK_RECORD_BYTES, type EncodedBatch } from './import-batch.js';
+import { LINK_RECORD_BYTES, listOrderComparator, teamRanks, type EncodedBatch } from './import-batch.js';
 import type { SourceRef } from './document.js';
 
 export { LINK_RECORD_BYTES, USER_COLUMNS } from './import-batch.js';
@@ -163,13 +163,11 @@ export class ImportSpool {
    * ahead sequentially, so the merge costs no read per record.
    */
   *usersInListOrder(keys: SortKeys): Generator<{ team: number; fields: Buffer }> {
-    const rank = teamRanks(this.teamIds);
     const { team, seconds, micros, uid } = keys;
-    const runs = keys.runs.map((run) => ({ at: run.start, end: run.start + run.count, reader: new RecordReader(this.files[run.file]!.fd, run.offset, run.offset + run.bytes, RUN_BUFFER_BYTES) }));
-    const before = (a: number, b: number) => (rank[team[a]!]! - rank[team[b]!]! || compareKeys(seconds, micros, uid, a, b)) < 0;
+    const compare = listOrderComparator(teamRanks(this.teamIds), team, seconds, micros, uid);
     // A binary min-heap of the runs by their next user.
-    const heap = runs.slice();
-    const less = (i: number, j: number) => before(heap[i]!.at, heap[j]!.at);
+    const heap = keys.runs.map((run) => ({ at: run.start, end: run.start + run.count, reader: new RecordReader(this.files[run.file]!.fd, run.offset, run.offset + run.bytes, RUN_BUFFER_BYTES) }));
+    const less = (i: number, j: number) => compare(heap[i]!.at, heap[j]!.at) < 0;
     const down = (i: number) => {
       for (;;) {
         const l = 2 * i + 1, r = l + 1;
@@ -216,13 +214,6 @@ export class ImportSpool {
     fs.closeSync(this.linkFd);
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-/** Rank of each team (by index) in the order of its id as text, the order the runs are sorted in. */
-function teamRanks(teamIds: string[]): Uint32Array {
-  const rank = new Uint32Array(teamIds.length);
-  teamIds.map((id, i) => [id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1)).forEach(([, i], r) => (rank[i] = r));
-  return rank;
 }
 
 /**

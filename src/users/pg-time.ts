@@ -1,5 +1,3 @@
-import { pgEpochSeconds } from '../db/copy-binary.js';
-
 /**
  * A date-time as PostgreSQL stores a timestamptz: its text in a UTC session
  * ("YYYY-MM-DDTHH:MM:SS[.fraction]+00:00", the fraction without trailing
@@ -19,6 +17,29 @@ export function isDayOfMonth(year: number, month: number, day: number): boolean 
   if (month < 1 || month > 12 || day < 1) return false;
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
   return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!);
+}
+
+/** Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch for dates and timestamps. */
+const PG_EPOCH_DAYS = 10957;
+
+/** Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+function daysFromCivil(y: number, m: number, d: number): number {
+  y -= m <= 2 ? 1 : 0;
+  const era = Math.floor(y / 400);
+  const yoe = y - era * 400;
+  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
+}
+
+/** Seconds since PostgreSQL's epoch of a UTC date and time (fields as written, month 1-12). */
+function pgEpochSeconds(y: number, mo: number, d: number, h: number, mi: number, s: number): number {
+  return (daysFromCivil(y, mo, d) - PG_EPOCH_DAYS) * 86400 + h * 3600 + mi * 60 + s;
+}
+
+/** A checked `YYYY-MM-DD` as days since PostgreSQL's epoch (what the binary COPY format carries). */
+export function dateDays(date: string): number {
+  return daysFromCivil(digits(date, 0, 4), digits(date, 5, 7), digits(date, 8, 10)) - PG_EPOCH_DAYS;
 }
 
 /** The number written by the digits of `s` in [from, to), or -1 if any is not a digit. */
@@ -94,11 +115,6 @@ export function parsePgTime(value: string): PgTime | null {
   if (!/^\d{4}-/.test(utc) || utc < '1000') return null;
   const seconds = pgEpochSeconds(y, mo, d, h, mi, s) - offsetMinutes * 60;
   return { text: `${utc.slice(0, 19)}${fraction}+00:00`, seconds, micros };
-}
-
-/** The text PostgreSQL stores for an RFC 3339 date-time, or null (see parsePgTime). */
-export function pgTimestamp(value: string): string | null {
-  return parsePgTime(value)?.text ?? null;
 }
 
 /** Compares two stored date-times by value. */
