@@ -3,15 +3,19 @@ import os from 'node:os';
 import path from 'node:path';
 import { mergeBuckets, percentile } from './latency.js';
 import type { LoadResult, LoadSpec } from './load-plan.js';
+import { runWrk } from './load-wrk.js';
 import { runToEnd } from './processes.js';
+
+export type LoadGenerator = 'wrk' | 'autocannon';
 
 let runs = 0;
 
-/** Runs autocannon in a child process (bench/load-child.ts) and returns its summary. */
-export async function runLoad(root: string, workDir: string, spec: LoadSpec): Promise<LoadResult> {
+/** Runs one load with wrk, or with autocannon in a child process (bench/load-child.ts), and returns its summary. */
+export async function runLoad(root: string, workDir: string, generator: LoadGenerator, spec: LoadSpec): Promise<LoadResult> {
+  const loadAvg1AtStart = os.loadavg()[0];
+  if (generator === 'wrk') return { ...(await runWrk(workDir, spec, ++runs)), loadAvg1AtStart };
   const specFile = path.join(workDir, `load-spec-${process.pid}-${++runs}.json`);
   fs.writeFileSync(specFile, JSON.stringify(spec));
-  const loadAvg1AtStart = os.loadavg()[0];
   try {
     const { stdout } = await runToEnd('autocannon', process.execPath, ['--import', 'tsx', path.join(root, 'bench/load-child.ts'), specFile]);
     const last = stdout.trim().split('\n').pop() ?? '';

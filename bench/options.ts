@@ -27,6 +27,8 @@ export interface BenchOptions {
   serviceEnv: Record<string, string>;
   /** Write V8 CPU profiles of the service (one per process) next to its log. */
   profile: boolean;
+  /** The load generator: wrk when it is installed, else autocannon, unless one is named. */
+  loadGenerator: 'auto' | 'wrk' | 'autocannon';
 }
 
 const USAGE = `usage: npm run bench -- [options]
@@ -46,8 +48,9 @@ const USAGE = `usage: npm run bench -- [options]
   --service-env K=V  extra environment for the service (repeatable), e.g. LOG_LEVEL=warn to see what logging costs
   --profile          write V8 CPU profiles of the service (node --cpu-prof) next to its log in bench/.work/logs
   --only IDS         run only these scenarios, e.g. get-one,list-first (the floor too)
+  --load-generator G auto (default: wrk when it is on the PATH, else autocannon), wrk or autocannon
 
-Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL.`;
+Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL, BENCH_LOAD_GENERATOR.`;
 
 export class UsageError extends Error {}
 
@@ -77,6 +80,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
         only: { type: 'string', default: '' },
         'service-env': { type: 'string', multiple: true, default: [] },
         profile: { type: 'boolean', default: false },
+        'load-generator': { type: 'string', default: env.BENCH_LOAD_GENERATOR ?? 'auto' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -99,6 +103,10 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
   } catch {
     throw new UsageError(`--database-url is not a URL: ${databaseUrl}`);
   }
+  const loadGenerator = v['load-generator'];
+  if (loadGenerator !== 'auto' && loadGenerator !== 'wrk' && loadGenerator !== 'autocannon') {
+    throw new UsageError(`--load-generator must be auto, wrk or autocannon, got "${loadGenerator}"`);
+  }
   const serviceEnv: Record<string, string> = {};
   for (const pair of v['service-env']) {
     const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(pair);
@@ -120,6 +128,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
     noBuild: v['no-build'],
     serviceEnv,
     profile: v.profile,
+    loadGenerator,
     only: v.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
   };
 }

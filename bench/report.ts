@@ -41,7 +41,7 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; node: string; loadAvgAtStart: number[] };
-  settings: { users: number; teams: number; seed: number; durationS: number; rounds: number; connections: number; database: string; serviceEnv: Record<string, string> };
+  settings: { users: number; teams: number; seed: number; durationS: number; rounds: number; connections: number; loadGenerator: string; database: string; serviceEnv: Record<string, string> };
   dataset: { users: number; teams: number; biggest: { teamId: string; users: number }; smallest: { teamId: string; users: number } };
   import: ImportResult | null;
   startup: StartupResult | null;
@@ -101,7 +101,7 @@ const verdict = (pass: boolean) => (pass ? 'pass' : 'FAIL');
 export function renderReport(report: BenchReport): string {
   const out: string[] = [];
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
-    `${report.settings.connections} connections, ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
+    `${report.settings.connections} connections (${report.settings.loadGenerator}), ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
     (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''));
   for (const pass of report.passes) {
     const rss = pass.workers > 1 ? `${pass.memoryPeakMb.toFixed(0)} MB in all, largest process ${pass.memoryLargestProcessMb.toFixed(0)} MB` : `${pass.memoryPeakMb.toFixed(0)} MB`;

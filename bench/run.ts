@@ -18,7 +18,8 @@ import { markImported, prepareDatabase } from './database.js';
 import { prepareDataset, type Dataset } from './dataset.js';
 import { startFloor } from './floor.js';
 import { runImport, type ImportResult } from './import.js';
-import { combineRounds, runLoad } from './load.js';
+import { combineRounds, runLoad, type LoadGenerator } from './load.js';
+import { wrkInstalled } from './load-wrk.js';
 import type { LoadResult } from './load-plan.js';
 import { parseOptions, UsageError, type BenchOptions } from './options.js';
 import { killAllNow, runToEnd, sampleMemory, stopAll } from './processes.js';
@@ -39,7 +40,7 @@ async function totalOf(baseUrl: string, key: string): Promise<number | undefined
   return res.status === 200 && typeof body.total === 'number' ? body.total : undefined;
 }
 
-async function runPass(o: BenchOptions, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, scenarios: Scenario[], workers: number, checks: Check[], first: boolean): Promise<PassResult> {
+async function runPass(o: BenchOptions, generator: LoadGenerator, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, scenarios: Scenario[], workers: number, checks: Check[], first: boolean): Promise<PassResult> {
   const logFile = path.join(logDir, `service-workers-${workers}.log`);
   say(`starting the service with WORKERS=${workers} (log: ${path.relative(root, logFile)})`);
   const profileDir = o.profile ? path.join(logDir, `profile-workers-${workers}`) : undefined;
@@ -73,8 +74,8 @@ async function runPass(o: BenchOptions, workDir: string, logDir: string, target:
       const floorRounds: LoadResult[] = [];
       for (let round = 0; round < o.rounds; round++) {
         const base = { connections: o.connections, duration: o.duration / o.rounds, warmup: round === 0 ? warmup : 0 };
-        serviceRounds.push(await runLoad(root, workDir, { ...base, url: service.baseUrl, plan: s.plan }));
-        floorRounds.push(await runLoad(root, workDir, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) }));
+        serviceRounds.push(await runLoad(root, workDir, generator, { ...base, url: service.baseUrl, plan: s.plan }));
+        floorRounds.push(await runLoad(root, workDir, generator, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) }));
       }
       const onService = combineRounds(serviceRounds);
       const onFloor = combineRounds(floorRounds);
@@ -169,9 +170,12 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   const checks: Check[] = [...importChecks(importResult)];
   // Built once: every pass measures the same sampled requests (and the id file is read once).
   const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
+  const generator: LoadGenerator = o.loadGenerator === 'auto' ? (wrkInstalled() ? 'wrk' : 'autocannon') : o.loadGenerator;
+  if (generator === 'wrk' && !wrkInstalled()) throw new UsageError('--load-generator wrk: wrk is not on the PATH (apt-get install wrk)');
+  say(`load generator: ${generator}${generator === 'autocannon' && o.loadGenerator === 'auto' ? ' (wrk is not installed; apt-get install wrk for a lighter one)' : ''}`);
   const passes: PassResult[] = [];
   for (const [i, workers] of o.workers.entries()) {
-    passes.push(await runPass(o, workDir, logDir, target, dataset, keys, scenarios, workers, checks, i === 0));
+    passes.push(await runPass(o, generator, workDir, logDir, target, dataset, keys, scenarios, workers, checks, i === 0));
   }
 
   let startup: StartupResult | null = null;
@@ -187,7 +191,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     command: ['npm run bench', ...(argv.length > 0 ? ['--', ...argv] : [])].join(' '),
     machine: { cpus: os.availableParallelism(), node: process.version, loadAvgAtStart },
     settings: {
-      users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, rounds: o.rounds, connections: o.connections,
+      users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, rounds: o.rounds, connections: o.connections, loadGenerator: generator,
       database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
       serviceEnv: o.serviceEnv,
     },
