@@ -58,6 +58,18 @@ function withFreshIds(records: Record<string, any>[]): { records: Record<string,
   return { records: records.map((r) => ({ ...r, user_id: id(r.user_id), team_id: id(r.team_id) })), original };
 }
 
+/** Waits until a session of this database waits for a lock in a statement that contains `text`. */
+async function waitForLockWait(sql: Sql, text: string): Promise<void> {
+  for (const started = Date.now(); Date.now() - started < 10_000;) {
+    const [w] = await sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, ${text}) > 0 AND strpos(query, 'teams') > 0`;
+    if (w!.n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`no session waited for a lock in a statement with "${text}" within 10 s`);
+}
+
 async function rejectsAt(run: Promise<unknown>, line: number, reason: RegExp): Promise<void> {
   await assert.rejects(run, (err: unknown) => {
     assert.ok(err instanceof ImportError, String(err));
@@ -165,6 +177,31 @@ describe('import: bulk load and merge', () => {
     const stored = await sql<{ user_id: string }[]>`SELECT user_id FROM users WHERE team_id = ${team.teamId}`;
     assert.deepEqual(stored.map((r) => r.user_id).sort(), [...created].sort());
     assert.deepEqual(await problems(sql, [team.teamId]), []);
+  });
+
+  it("a renamed source's documents in another team wait for a create there, which may renumber that team meanwhile", async () => {
+    // A source of this test's own, so that renaming it touches no other test's users.
+    const slug = `rename_${randomUUID().slice(0, 8)}`;
+    const source = { name: 'Before', slug, logo: `https://example.com/${slug}.png` };
+    const theirs = await teamWithKey(sql);
+    const stored: Record<string, any> = generateUsers(1).map((u) => ({ ...u, team_id: theirs.teamId, connected_sources: [{ created_on: u.created_on, source }] }))[0]!;
+    await importUsers(sql, lines([stored]));
+    const mine: Record<string, any>[] = generateUsers(1).map((u) => ({ ...u, connected_sources: [{ created_on: u.created_on, source: { ...source, name: 'After' } }] }));
+
+    let importing: Promise<ImportSummary> | undefined;
+    await sql.begin(async (create) => {
+      // What a create in the other team does: its team row first...
+      await create`SELECT 1 FROM teams WHERE team_id = ${theirs.teamId} FOR UPDATE`;
+      importing = importUsers(sql, lines(mine));
+      importing.catch(() => {});
+      await waitForLockWait(sql, 'source_id = ANY');
+      // ...then, for a user that does not sort last, the positions of the team's users (queries.ts renumberTeams).
+      await create`UPDATE users SET position = position WHERE user_id = ${stored.user_id}`;
+    });
+    const summary = await importing!;
+    assert.equal(summary.inserted, 1);
+    assert.match((await documents(sql, [stored.user_id])).get(stored.user_id)!, /"name":"After"/);
+    assert.deepEqual(await problems(sql, [theirs.teamId, mine[0]!.team_id]), []);
   });
 
   it('bytes that are not UTF-8, and a line longer than a batch, are errors at their line', async () => {

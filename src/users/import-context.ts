@@ -62,9 +62,20 @@ export async function prepareImport(tx: Tx, spool: ImportSpool): Promise<ImportC
  * Stored users linked to a renamed source get their documents rebuilt (from
  * the reference definition, user_documents()). They may be in teams the file
  * does not name: their teams' versions move too (migrations/003).
+ *
+ * Those teams are locked first, as a create locks its team before it touches
+ * any user row. Updating their users first would hold user rows while waiting
+ * for the team: a create that renumbers its team (a user that does not sort
+ * last) then waits for those rows while holding the team, a deadlock that
+ * PostgreSQL ends by failing one of the two. Imports never wait for each other
+ * here: they run one at a time (the advisory lock in import.ts).
  */
 export async function rebuildRenamedDocuments(tx: Tx, renamedSourceIds: number[]): Promise<void> {
   if (renamedSourceIds.length === 0) return;
+  await tx`
+    SELECT 1 FROM teams WHERE team_id IN (
+      SELECT u.team_id FROM users u JOIN user_sources us USING (user_id) WHERE us.source_id = ANY(${renamedSourceIds}::int[]))
+    ORDER BY team_id FOR UPDATE`;
   await tx`
     WITH changed AS (
       UPDATE users u SET doc = v.doc
