@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,8 +67,8 @@ describe('log destination', () => {
   });
 
   it('waits out a full pipe (EAGAIN) instead of dropping or queueing lines', async () => {
-    // The child starts reading only after a pause, so the pipe (64 KiB in the kernel) fills and
-    // the synchronous writes below meet EAGAIN on the non-blocking pipe.
+    // The child starts reading only after a pause, so the kernel's buffer of the pipe fills and
+    // the synchronous writes below meet EAGAIN (our end is non-blocking).
     const reader = spawn(process.execPath, ['-e', `
       setTimeout(() => {
         const crypto = require('node:crypto');
@@ -79,7 +80,6 @@ describe('log destination', () => {
     const fd = (reader.stdin as unknown as { _handle: { fd: number } })._handle.fd;
     assert.ok(fd > 2, 'the pipe has a file descriptor of its own');
     const destination = new LogDestination(fd, 4096);
-    const { createHash } = await import('node:crypto');
     const hash = createHash('sha256');
     let bytes = 0;
     for (let i = 0; i < 5000; i++) {
