@@ -40,8 +40,8 @@ export interface EncodedBatch {
   error?: { line: number; reason: string };
 }
 
-/** user_id field (20 bytes), source index (uint16), created_on field (12 bytes), line (uint32). */
-export const LINK_RECORD_BYTES = 20 + 2 + 12 + 4;
+/** user_id field (20 bytes), source index (uint16), created_on field (12 bytes). */
+export const LINK_RECORD_BYTES = 20 + 2 + 12;
 
 /**
  * The columns of a spooled user, in the order they are written: every users
@@ -238,7 +238,6 @@ export function encodeBatch(lines: BatchLines, records: RecordFile): EncodedBatc
         l.raw(w.buf, fieldsStart, fieldsStart + 20); // the user_id field, as just encoded
         l.uint16(index);
         l.timestamptz(cs.created_on);
-        l.uint32(lineNo);
         linkCount++;
       }
     }

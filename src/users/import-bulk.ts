@@ -2,7 +2,7 @@ import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { buildShadowIndexes, createShadow, planRebuild, swapInShadow, type RebuildPlan } from '../db/table-rebuild.js';
-import { rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
+import { linkTuples, rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
 import { USER_COLUMNS, type ImportSpool, type SortKeys } from './import-spool.js';
 
 /** Below this many users a merge is quick anyway, and nothing is worth rebuilding the tables for. */
@@ -79,7 +79,7 @@ async function load(tx: Tx, ctx: ImportContext, keys: SortKeys, users: RebuildPl
   const userCopy = await tx.unsafe(`COPY users_bulk (position, ${USER_COLUMNS.join(', ')}) FROM STDIN (FORMAT binary, FREEZE)`).writable();
   await writeCopy(userCopy, usersInListOrder(ctx.spool, keys, perTeam));
   const linkCopy = await tx`COPY user_sources_bulk (user_id, source_id, created_on) FROM STDIN (FORMAT binary, FREEZE)`.writable();
-  await writeCopy(linkCopy, linkTuples(ctx.spool, ctx.sourceIds));
+  await writeCopy(linkCopy, linkTuples(ctx));
 
   await buildShadowIndexes(tx, users);
   await buildShadowIndexes(tx, links);
@@ -115,14 +115,5 @@ function usersInListOrder(spool: ImportSpool, keys: SortKeys, perTeam: number[])
     out.tuple(1 + USER_COLUMNS.length);
     out.int8(++perTeam[team]!);
     out.raw(fields);
-  });
-}
-
-function linkTuples(spool: ImportSpool, sourceIds: number[]): Generator<Buffer> {
-  return copyTuples(spool.linkRecords(), (out, record) => {
-    out.tuple(3);
-    out.raw(record, 0, 20);
-    out.int4(sourceIds[record.readUInt16BE(20)]!);
-    out.raw(record, 22, 34);
   });
 }

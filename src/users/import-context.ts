@@ -1,4 +1,5 @@
 import type { Tx } from '../db/client.js';
+import { copyTuples } from '../db/copy-binary.js';
 import type { ImportSpool } from './import-spool.js';
 
 export interface ImportSummary {
@@ -85,4 +86,14 @@ export async function rebuildRenamedDocuments(tx: Tx, renamedSourceIds: number[]
         AND u.doc <> v.doc
       RETURNING u.team_id)
     UPDATE teams SET version = version + 1 WHERE team_id IN (SELECT team_id FROM changed)`;
+}
+
+/** The spooled links as COPY tuples (user_id, source_id, created_on), in file order. */
+export function linkTuples(ctx: ImportContext): Generator<Buffer> {
+  return copyTuples(ctx.spool.linkRecords(), (out, record) => {
+    out.tuple(3);
+    out.raw(record, 0, 20);
+    out.int4(ctx.sourceIds[record.readUInt16BE(20)]!);
+    out.raw(record, 22, 34);
+  });
 }

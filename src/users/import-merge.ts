@@ -1,7 +1,7 @@
 import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { ImportError } from './import-line.js';
-import { rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
+import { linkTuples, rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './import-context.js';
 import { USER_COLUMNS, type ImportSpool } from './import-spool.js';
 
 /**
@@ -11,12 +11,12 @@ import { USER_COLUMNS, type ImportSpool } from './import-spool.js';
  * the teams' stored users moved where new users sort before them.
  */
 export async function mergeImport(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
-  await stage(tx, ctx.spool);
+  await stage(tx, ctx);
   await checkStaged(tx);
   return merge(tx, ctx);
 }
 
-async function stage(tx: Tx, spool: ImportSpool): Promise<void> {
+async function stage(tx: Tx, ctx: ImportContext): Promise<void> {
   await tx`
     CREATE TEMP TABLE import_users (
       line int NOT NULL, user_id uuid NOT NULL, team_id uuid NOT NULL, client_user_id text COLLATE "C" NOT NULL,
@@ -25,11 +25,11 @@ async function stage(tx: Tx, spool: ImportSpool): Promise<void> {
       bd date, bd_source text, bd_updated_at timestamptz,
       ingestion_start date, ingestion_end date, doc text NOT NULL
     ) ON COMMIT DROP`;
-  await writeCopy(await tx`COPY import_users FROM STDIN (FORMAT binary)`.writable(), stagedUsers(spool));
+  await writeCopy(await tx`COPY import_users FROM STDIN (FORMAT binary)`.writable(), stagedUsers(ctx.spool));
   await tx`
-    CREATE TEMP TABLE import_sources (user_id uuid NOT NULL, slug text NOT NULL, created_on timestamptz NOT NULL, line int NOT NULL)
+    CREATE TEMP TABLE import_sources (user_id uuid NOT NULL, source_id int NOT NULL, created_on timestamptz NOT NULL)
     ON COMMIT DROP`;
-  await writeCopy(await tx`COPY import_sources FROM STDIN (FORMAT binary)`.writable(), stagedLinks(spool));
+  await writeCopy(await tx`COPY import_sources FROM STDIN (FORMAT binary)`.writable(), linkTuples(ctx));
   // Temporary tables get no automatic statistics: without these the planner guesses their sizes.
   await tx`ANALYZE import_users, import_sources`;
 }
@@ -39,16 +39,6 @@ function stagedUsers(spool: ImportSpool): Generator<Buffer> {
     out.tuple(1 + USER_COLUMNS.length);
     out.int4(line);
     out.raw(fields);
-  });
-}
-
-function stagedLinks(spool: ImportSpool): Generator<Buffer> {
-  return copyTuples(spool.linkRecords(), (out, record) => {
-    out.tuple(4);
-    out.raw(record, 0, 20);
-    out.text(spool.sourceList[record.readUInt16BE(20)]!.slug);
-    out.raw(record, 22, 34);
-    out.int4(record.readUInt32BE(34));
   });
 }
 
@@ -148,12 +138,10 @@ async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
     DELETE FROM user_sources us
     USING import_users i
     WHERE us.user_id = i.user_id
-      AND NOT EXISTS (
-        SELECT 1 FROM import_sources s JOIN sources c ON c.slug = s.slug
-        WHERE s.user_id = us.user_id AND c.source_id = us.source_id)`;
+      AND NOT EXISTS (SELECT 1 FROM import_sources s WHERE s.user_id = us.user_id AND s.source_id = us.source_id)`;
   const linked = await tx`
     INSERT INTO user_sources AS us (user_id, source_id, created_on)
-    SELECT s.user_id, c.source_id, s.created_on FROM import_sources s JOIN sources c ON c.slug = s.slug
+    SELECT user_id, source_id, created_on FROM import_sources
     ON CONFLICT (user_id, source_id) DO UPDATE SET created_on = excluded.created_on
     WHERE us.created_on <> excluded.created_on`;
 
