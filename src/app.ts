@@ -75,13 +75,13 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   // Root-level onRequest hooks, so they run before the users scope's authentication hook.
   registerShutdownGuard(app);
   await registerCors(app, config.corsOrigins);
-  await registerRateLimit(app, config);
+  const limitTeam = await registerRateLimit(app, config);
   // Before any route: swagger learns the routes as they are added.
   await registerOpenApi(app);
   await registerDocs(app);
   // Outside the users scope, so without a key.
   await app.register(healthRoutes, { sql: deps.sql });
 
-  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier, pages });
+  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier, limitTeam, pages });
   return app;
 }

@@ -15,15 +15,20 @@ interface Limit {
 
 type Counter = (l: Limit, key: string) => Hit | Promise<Hit>;
 
+/** The per-team limit: an onRequest hook for a scope whose requests are authenticated by an earlier hook. */
+export type TeamLimitHook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void;
+
 /**
- * Two fixed-window limits: per client address in an onRequest hook
- * registered before the routes' authentication hook (so floods of bad keys
- * are limited too), and per team in a preParsing hook, which runs after
- * every onRequest hook (so after authentication) and before the body is read.
- * Every answer that was counted carries `RateLimit` and `RateLimit-Policy`;
- * one over the limit is a 429 with `Retry-After`.
+ * Two fixed-window limits: per client address in a root onRequest hook,
+ * which runs before the routes' authentication hook (so floods of bad keys
+ * are limited too), and per team in the hook returned here, which the
+ * authenticated scope adds after its authentication hook (src/users/routes.ts):
+ * both run before the body is read. (The team limit was a preParsing hook
+ * once: Fastify then builds a hook runner of closures for every request, for
+ * this one check.) Every answer that was counted carries `RateLimit` and
+ * `RateLimit-Policy`; one over the limit is a 429 with `Retry-After`.
  */
-export async function registerRateLimit(app: FastifyInstance, config: Config): Promise<void> {
+export async function registerRateLimit(app: FastifyInstance, config: Config): Promise<TeamLimitHook> {
   const windowMs = config.rateLimitWindowS * 1000;
   const limit = (scope: Limit['scope'], max: number): Limit =>
     ({ scope, max, policy: `"${scope}";q=${max};w=${config.rateLimitWindowS}` });
@@ -71,8 +76,8 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
     if (EXEMPT_ROUTES.has(request.routeOptions.url ?? '')) return done();
     check(ip, request.ip, reply, done);
   });
-  app.addHook('preParsing', (request: FastifyRequest, reply: FastifyReply, _payload: unknown, done: HookHandlerDoneFunction) => {
+  return (request, reply, done) => {
     if (!request.caller) return done();
     check(team, request.caller.teamId, reply, done);
-  });
+  };
 }

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { callerOf, requireApiKey } from '../auth/authenticate.js';
 import { integerQueryProblems } from '../http/validation.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
+import type { TeamLimitHook } from '../http/rate-limit.js';
 import type { Sql } from '../db/client.js';
 import type { ReadRouter } from '../db/read-router.js';
 import { clientUserIdExists, invalid, methodNotAllowed, unauthorized, userNotFound } from '../errors.js';
@@ -21,6 +22,8 @@ export interface UserRoutesDeps {
   /** Pool for writes: the primary. */
   write: Sql;
   verifier: KeyVerifier;
+  /** The per-team rate limit (src/http/rate-limit.ts), checked once the key is verified. */
+  limitTeam: TeamLimitHook;
   pages: PageCache;
 }
 
@@ -71,6 +74,8 @@ async function readPage(deps: UserRoutesDeps, teamId: string, offset: number, li
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   requireApiKey(app, deps.verifier);
+  // After the key's hook: the team is known then.
+  app.addHook('onRequest', deps.limitTeam);
 
   api.get('/v2/user/', {
     schema: {
