@@ -76,6 +76,21 @@ describe('key lifecycle', () => {
     assert.equal(await status(appA, team.key), 200, 'the team\'s other key still works');
   });
 
+  it('a flood of one refused key costs one lookup per cache period and never holds back a valid key', async () => {
+    const team = await teamWithKey(sql);
+    const unknown = `hds_${'x'.repeat(43)}`;
+    const before = appA.verifier.lookups;
+    for (let i = 0; i < 30; i++) {
+      assert.equal(await status(appA, unknown), 401);
+      if (i % 10 === 0) assert.equal(await status(appA, team.key), 200);
+    }
+    assert.equal(appA.verifier.lookups - before, 2, 'one lookup for the unknown key, one for the valid key');
+    // After the cache period the refusal is checked against the database again, as a revocation would be.
+    await sleep(600);
+    assert.equal(await status(appA, unknown), 401);
+    assert.equal(appA.verifier.lookups - before, 3);
+  });
+
   it('keys rotate --grace 24h: a new key at once, the old one kept for the grace period', async () => {
     const team = await teamWithKey(sql);
     const before = Date.now();

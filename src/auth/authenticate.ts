@@ -24,18 +24,20 @@ export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): vo
   const refuse = (reply: FastifyReply) =>
     reply.code(refusal.statusCode).headers(refusal.headers).type('application/json; charset=utf-8').send(refusalBody);
 
-  // Callback style: a cached or malformed key is judged synchronously, with no promise per request.
+  // The outcome of a check: the caller is set, or the request refused.
+  const decide = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, caller: Caller | undefined) => {
+    if (!caller) return void refuse(reply);
+    request.caller = caller;
+    done();
+  };
+
+  // Callback style: a cached or malformed key is judged synchronously, with no promise and no closure per request.
   scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     if ((request.routeOptions.config as { skipAuth?: boolean }).skipAuth) return done();
     const header = request.headers[API_KEY_HEADER];
-    const decide = (caller: Caller | undefined) => {
-      if (!caller) return void refuse(reply);
-      request.caller = caller;
-      done();
-    };
     const result = verifier.verify(typeof header === 'string' ? header : undefined);
-    if (result instanceof Promise) result.then(decide, done);
-    else decide(result);
+    if (result instanceof Promise) result.then((caller) => decide(request, reply, done, caller), done);
+    else decide(request, reply, done, result);
   });
 }
 

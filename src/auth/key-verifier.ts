@@ -22,7 +22,15 @@ const MAX_ENTRIES = 10_000;
  */
 export class KeyVerifier {
   private readonly cache = new Map<string, CacheEntry>();
-  private readonly inflight = new Map<string, Promise<KeyRecord | undefined>>();
+  /**
+   * Well-formed keys refused at their last check, by the key as presented,
+   * with when that was: a flood of one unknown or revoked key is then refused
+   * without hashing it each time (the hash was the largest part of such a
+   * refusal's own cost). A refused key opens nothing, so keeping it as sent
+   * gives nothing away; accepted keys are only ever held as their hash.
+   */
+  private readonly refused = new Map<string, number>();
+  private readonly inflight = new Map<string, Promise<CacheEntry>>();
   /** Last use per key id, as epoch ms (a Date per request would be garbage): written by flushUses(). */
   private readonly uses = new Map<string, number>();
   /** Database lookups (cache misses), and verify() outcomes: read by src/http/metrics.ts. */
@@ -40,15 +48,21 @@ export class KeyVerifier {
    */
   verify(presented: string | undefined): Caller | undefined | Promise<Caller | undefined> {
     if (presented === undefined || !isWellFormedKey(presented)) return this.outcome(undefined);
+    const refusedAt = this.refused.get(presented);
+    if (refusedAt !== undefined && Date.now() - refusedAt < this.ttlMs) return this.outcome(undefined);
     const id = hashKeyText(presented);
     const hit = this.cache.get(id);
-    if (hit && Date.now() - hit.fetchedAt < this.ttlMs) return this.outcome(this.callerOf(hit.record));
-    return this.fetch(id).then((record) => this.outcome(this.callerOf(record)));
+    if (hit && Date.now() - hit.fetchedAt < this.ttlMs) return this.outcome(this.callerOf(hit.record), presented, hit.fetchedAt);
+    return this.fetch(id).then((entry) => this.outcome(this.callerOf(entry.record), presented, entry.fetchedAt));
   }
 
-  private outcome(caller: Caller | undefined): Caller | undefined {
-    if (caller) this.accepted++;
-    else this.rejected++;
+  private outcome(caller: Caller | undefined, presented?: string, checkedAt?: number): Caller | undefined {
+    if (caller) {
+      this.accepted++;
+    } else {
+      this.rejected++;
+      if (presented !== undefined) boundedSet(this.refused, presented, checkedAt!);
+    }
     return caller;
   }
 
@@ -59,29 +73,21 @@ export class KeyVerifier {
     return { teamId: record.teamId, keyId: record.keyId };
   }
 
-  private fetch(id: string): Promise<KeyRecord | undefined> {
+  private fetch(id: string): Promise<CacheEntry> {
     let pending = this.inflight.get(id);
     if (!pending) {
       const fetchedAt = Date.now();
       this.lookups++;
       pending = findKeyByHash(this.sql, Buffer.from(id, 'base64'))
         .then((record) => {
-          this.remember(id, { record, fetchedAt });
-          return record;
+          const entry = { record, fetchedAt };
+          boundedSet(this.cache, id, entry);
+          return entry;
         })
         .finally(() => this.inflight.delete(id));
       this.inflight.set(id, pending);
     }
     return pending;
-  }
-
-  private remember(id: string, entry: CacheEntry): void {
-    this.cache.delete(id);
-    if (this.cache.size >= MAX_ENTRIES) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest !== undefined) this.cache.delete(oldest);
-    }
-    this.cache.set(id, entry);
   }
 
   /** Writes the last-used times gathered since the previous flush. */
@@ -91,4 +97,14 @@ export class KeyVerifier {
     this.uses.clear();
     await recordKeyUse(this.sql, batch);
   }
+}
+
+/** Sets `key` as the newest entry of `map`, dropping the oldest beyond MAX_ENTRIES. */
+function boundedSet<K, V>(map: Map<K, V>, key: K, value: V): void {
+  map.delete(key);
+  if (map.size >= MAX_ENTRIES) {
+    const oldest = map.keys().next().value;
+    if (oldest !== undefined) map.delete(oldest);
+  }
+  map.set(key, value);
 }
