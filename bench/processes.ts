@@ -142,6 +142,8 @@ function nodeTree(root: number): number[] {
 }
 
 export interface MemorySampler {
+  /** The peak summed resident set (kB) since the previous call, or since sampling began: a scenario's own peak. */
+  peakSinceLast(): number;
   /** Stops sampling; returns the peaks in kB: the summed resident set of the tree's Node processes, and the largest single one. */
   stop(): { totalKb: number; largestKb: number };
 }
@@ -150,15 +152,24 @@ export interface MemorySampler {
 export function sampleMemory(root: number, intervalMs = 100): MemorySampler {
   let totalKb = 0;
   let largestKb = 0;
+  let recentKb = 0;
   const sample = () => {
     const each = nodeTree(root).map((pid) => statusField(pid, 'VmRSS') ?? 0);
-    totalKb = Math.max(totalKb, each.reduce((a, b) => a + b, 0));
+    const sum = each.reduce((a, b) => a + b, 0);
+    totalKb = Math.max(totalKb, sum);
+    recentKb = Math.max(recentKb, sum);
     largestKb = Math.max(largestKb, ...each);
   };
   sample();
   const timer = setInterval(sample, intervalMs);
   timer.unref();
   return {
+    peakSinceLast: () => {
+      sample();
+      const peak = recentKb;
+      recentKb = 0;
+      return peak;
+    },
     stop: () => {
       clearInterval(timer);
       return { totalKb, largestKb };

@@ -17,6 +17,8 @@ export interface ScenarioResult {
   measured: string;
   /** Target met and no errors (scenarios without a target only need the latter). */
   pass: boolean;
+  /** Peak summed resident set of the service's processes during this scenario's rounds (the pass's peak is the largest). */
+  peakRssMb: number;
 }
 
 export interface PassResult {
@@ -61,9 +63,9 @@ export function errorsOf(result: LoadResult, expect: number): number {
  * machine's speed drifts between the two scenarios' runs; the floors of the
  * compared scenarios send answers of the same kind and size.
  */
-export function judge(measured: { scenario: Scenario; service: LoadResult; floor: LoadResult }[]): ScenarioResult[] {
+export function judge(measured: { scenario: Scenario; service: LoadResult; floor: LoadResult; peakRssMb: number }[]): ScenarioResult[] {
   const ratios = new Map(measured.map((m) => [m.scenario.id, m.floor.requestsPerSec > 0 ? m.service.requestsPerSec / m.floor.requestsPerSec : 0]));
-  return measured.map(({ scenario, service, floor }) => {
+  return measured.map(({ scenario, service, floor, peakRssMb }) => {
     const errors = errorsOf(service, scenario.expect);
     const floorRatio = floor.requestsPerSec > 0 ? service.requestsPerSec / floor.requestsPerSec : 0;
     const t = scenario.target;
@@ -84,7 +86,7 @@ export function judge(measured: { scenario: Scenario; service: LoadResult; floor
       value = `${rel.toFixed(2)}x ${t.to}`;
       met = other !== undefined && rel >= t.min;
     }
-    return { id: scenario.id, title: scenario.title, service, floor, floorRatio, errors, target, measured: value, pass: met && errors === 0 };
+    return { id: scenario.id, title: scenario.title, service, floor, floorRatio, errors, target, measured: value, pass: met && errors === 0, peakRssMb };
   });
 }
 

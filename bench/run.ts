@@ -65,7 +65,8 @@ async function runPass(o: BenchOptions, generator: LoadGenerator, workDir: strin
     }
     floor = await startFloor(root, workDir, captured);
     const warmup = o.duration >= 5 ? 2 : 1;
-    const measured: { scenario: Scenario; service: LoadResult; floor: LoadResult }[] = [];
+    const measured: { scenario: Scenario; service: LoadResult; floor: LoadResult; peakRssMb: number }[] = [];
+    memory.peakSinceLast();
     for (const s of scenarios) {
       await floor.select(s.id);
       // Service and floor in alternating rounds: the machine's speed drifts (by half, here, within
@@ -79,11 +80,12 @@ async function runPass(o: BenchOptions, generator: LoadGenerator, workDir: strin
       }
       const onService = combineRounds(serviceRounds);
       const onFloor = combineRounds(floorRounds);
-      say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s`);
+      const peakRssMb = memory.peakSinceLast() / 1024;
+      say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s, service peak RSS ${peakRssMb.toFixed(0)} MB`);
       for (const [side, r] of [['service', onService], ['floor', onFloor]] as const) {
         if (r.socketErrors > 0) say(`  ${side}: ${r.socketErrors} connection errors, e.g. ${r.errorSamples?.join('; ')}`);
       }
-      measured.push({ scenario: s, service: onService, floor: onFloor });
+      measured.push({ scenario: s, service: onService, floor: onFloor, peakRssMb });
     }
     const peaks = memory.stop();
     const memoryPeakMb = peaks.totalKb / 1024;
