@@ -276,7 +276,7 @@ describe('errors and headers (contract sections 6 and 7)', () => {
 
     it('refuses a malformed user_id with loc ["path", "user_id"], never a database error', async () => {
       const malformed = ['abc', '123', 'zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz', `${user.user_id}0`, user.user_id.slice(1),
-        "'; DROP TABLE users; --", user.user_id.replace(/-/g, ' ')];
+        "'; DROP TABLE users; --", user.user_id.replace(/-/g, ' '), `urn:uuid:${user.user_id}`, `{${user.user_id}}`];
       for (const id of malformed) {
         const res = await get(`/v2/user/${encodeURIComponent(id)}`);
         assertValidationError(res, [['path', 'user_id']]);
@@ -285,6 +285,13 @@ describe('errors and headers (contract sections 6 and 7)', () => {
       const head = await app.inject({ method: 'HEAD', url: '/v2/user/abc', headers: { 'x-service-api-key': team.key } });
       assert.equal(head.statusCode, 422);
       assert.equal(head.body, '');
+    });
+
+    it('answers the other lookups of a batch when one id is one PostgreSQL would refuse', async () => {
+      // Lookups of one turn share a query: an id that passed validation but failed in PostgreSQL failed them all.
+      const ids = [user.user_id, `urn:uuid:${user.user_id}`, user.user_id, `{${user.user_id}}`, user.user_id];
+      const answers = await Promise.all(ids.map((id) => get(`/v2/user/${encodeURIComponent(id)}`)));
+      assert.deepEqual(answers.map((r) => r.statusCode), [200, 422, 200, 422, 200]);
     });
 
     it('takes an upper-case user_id as the same UUID', async () => {
