@@ -20,12 +20,12 @@ const SEND_AT = 16;
 
 /**
  * Collects the lookups that arrive in one turn of the event loop and answers
- * them with one query per SEND_AT lookups. Under load most of a lookup's cost is the round trip,
- * not the index probe: on this project's machine a query cost PostgreSQL
- * about 170 µs of CPU and this process about 160 µs in the socket write that
- * wakes the backend (CPU profile and /proc, under load). Sharing
- * one round trip among the requests of a turn removes most of it, and adds
- * at most one turn of latency when there is nothing to share.
+ * them with one query per SEND_AT lookups. Under load most of a lookup's
+ * cost is the round trip, not the index probe: on this project's machine a
+ * query cost PostgreSQL about 170 µs of CPU and this process about 160 µs in
+ * the socket write that wakes the backend (CPU profile and /proc, under
+ * load). Sharing one round trip among the requests of a turn removes most of
+ * it, and adds at most one turn of latency when there is nothing to share.
  */
 export class TurnBatcher<Req, Res> {
   private pending: Pending<Req, Res>[] = [];
