@@ -1,7 +1,8 @@
 /**
  * The lookup batcher (src/db/turn-batcher.ts): lookups of one turn share
- * queries of at most SEND_AT, each answer goes to its own lookup, and a
- * query that fails fails only the lookups it carried.
+ * queries of at most SEND_AT, each answer goes to its own lookup, a query
+ * that fails fails only the lookups it carried, and a value PostgreSQL
+ * refuses fails only its own lookup.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -31,6 +32,18 @@ describe('turn batcher', () => {
     const failed = results.flatMap((r, i) => (r.status === 'rejected' ? [i] : []));
     assert.deepEqual(failed, Array.from({ length: 16 }, (_, i) => 16 + i));
     assert.deepEqual(results.slice(0, 16).map((r) => r.status === 'fulfilled' && r.value), Array.from({ length: 16 }, (_, i) => i * 2));
+  });
+
+  it('asks again one by one when PostgreSQL refuses a value, so that only its own lookup fails', async () => {
+    const queries: string[][] = [];
+    const batcher = new TurnBatcher<string, string>(async (ids) => {
+      queries.push(ids);
+      if (ids.includes('bad')) throw Object.assign(new Error('invalid input syntax for type uuid: "bad"'), { code: '22P02' });
+      return ids.map((id) => id.toUpperCase());
+    });
+    const results = await Promise.allSettled(['a', 'bad', 'c'].map((id) => batcher.load(id)));
+    assert.deepEqual(results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as { code: string }).code)), ['A', '22P02', 'C']);
+    assert.deepEqual(queries, [['a', 'bad', 'c'], ['a'], ['bad'], ['c']]);
   });
 
   it('answers a lone lookup at the end of its turn', async () => {

@@ -22,3 +22,9 @@ export function isDatabaseUnavailable(err: unknown): boolean {
 export function isUniqueViolation(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === '23505';
 }
+
+/** PostgreSQL refused a value (SQLSTATE class 22, data exception: a malformed uuid, say). */
+export function isDataException(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('22');
+}

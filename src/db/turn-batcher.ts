@@ -1,4 +1,5 @@
 import type { Sql } from './client.js';
+import { isDataException } from './errors.js';
 
 interface Pending<Req, Res> {
   request: Req;
@@ -54,6 +55,13 @@ export class TurnBatcher<Req, Res> {
       const results = await this.run(batch.map((p) => p.request));
       batch.forEach((p, i) => p.resolve(results[i]!));
     } catch (err) {
+      // A value PostgreSQL refused belongs to one lookup, which may be another team's than the rest:
+      // each is asked again alone, so that it fails only its own. (Validation should have caught it;
+      // a uuid with a urn: prefix once got through and failed whole batches.)
+      if (batch.length > 1 && isDataException(err)) {
+        for (const p of batch) void this.answer([p]);
+        return;
+      }
       for (const p of batch) p.reject(err);
     }
   }
