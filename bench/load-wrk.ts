@@ -13,7 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { latencyBucket, percentile } from './latency.js';
+import { latencyBucket, mergeBuckets, percentile } from './latency.js';
 import type { LoadResult, LoadSpec, PathPlan } from './load-plan.js';
 import { runToEnd } from './processes.js';
 
@@ -120,12 +120,8 @@ export async function runWrk(workDir: string, spec: LoadSpec, run: number): Prom
   try {
     if (spec.warmup > 0) await wrk(spec, scriptFile, spec.warmup);
     const r = await wrk(spec, scriptFile, spec.duration);
-    const buckets = new Map<number, number>();
-    for (const [us, count] of r.latencyUs) {
-      const bucket = latencyBucket(us / 1000);
-      buckets.set(bucket, (buckets.get(bucket) ?? 0) + count);
-    }
-    const latency = [...buckets].sort((a, b) => a[0] - b[0]);
+    // wrk's own buckets (µs) regrouped into ours: several of its fall into one.
+    const latency = mergeBuckets([r.latencyUs.map(([us, count]) => [latencyBucket(us / 1000), count])]);
     return {
       requestsPerSec: r.requests / (r.durationUs / 1e6),
       requests: r.requests,

@@ -172,8 +172,9 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   const checks: Check[] = [...importChecks(importResult)];
   // Built once: every pass measures the same sampled requests (and the id file is read once).
   const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
-  const generator: LoadGenerator = o.loadGenerator === 'auto' ? (wrkInstalled() ? 'wrk' : 'autocannon') : o.loadGenerator;
-  if (generator === 'wrk' && !wrkInstalled()) throw new UsageError('--load-generator wrk: wrk is not on the PATH (apt-get install wrk)');
+  const haveWrk = wrkInstalled();
+  const generator: LoadGenerator = o.loadGenerator === 'auto' ? (haveWrk ? 'wrk' : 'autocannon') : o.loadGenerator;
+  if (generator === 'wrk' && !haveWrk) throw new UsageError('--load-generator wrk: wrk is not on the PATH (apt-get install wrk)');
   say(`load generator: ${generator}${generator === 'autocannon' && o.loadGenerator === 'auto' ? ' (wrk is not installed; apt-get install wrk for a lighter one)' : ''}`);
   const passes: PassResult[] = [];
   for (const [i, workers] of o.workers.entries()) {

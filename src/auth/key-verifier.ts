@@ -48,26 +48,29 @@ export class KeyVerifier {
    */
   verify(presented: string | undefined): Caller | undefined | Promise<Caller | undefined> {
     if (presented === undefined || !isWellFormedKey(presented)) return this.outcome(undefined);
+    const now = Date.now();
     const refusedAt = this.refused.get(presented);
-    if (refusedAt !== undefined && Date.now() - refusedAt < this.ttlMs) return this.outcome(undefined);
+    if (refusedAt !== undefined && now - refusedAt < this.ttlMs) return this.outcome(undefined);
     const id = hashKeyText(presented);
     const hit = this.cache.get(id);
-    if (hit && Date.now() - hit.fetchedAt < this.ttlMs) return this.outcome(this.callerOf(hit.record), presented, hit.fetchedAt);
-    return this.fetch(id).then((entry) => this.outcome(this.callerOf(entry.record), presented, entry.fetchedAt));
+    if (hit && now - hit.fetchedAt < this.ttlMs) return this.judge(presented, hit, now);
+    return this.fetch(id).then((entry) => this.judge(presented, entry, Date.now()));
   }
 
-  private outcome(caller: Caller | undefined, presented?: string, checkedAt?: number): Caller | undefined {
-    if (caller) {
-      this.accepted++;
-    } else {
-      this.rejected++;
-      if (presented !== undefined) boundedSet(this.refused, presented, checkedAt!);
-    }
+  /** The caller of a looked-up key; a refusal is remembered for as long as the entry it was read from. */
+  private judge(presented: string, entry: CacheEntry, now: number): Caller | undefined {
+    const caller = this.callerOf(entry.record, now);
+    if (!caller) boundedSet(this.refused, presented, entry.fetchedAt);
+    return this.outcome(caller);
+  }
+
+  private outcome(caller: Caller | undefined): Caller | undefined {
+    if (caller) this.accepted++;
+    else this.rejected++;
     return caller;
   }
 
-  private callerOf(record: KeyRecord | undefined): Caller | undefined {
-    const now = Date.now();
+  private callerOf(record: KeyRecord | undefined, now: number): Caller | undefined {
     if (!record || record.revokedAt || (record.expiresAt && record.expiresAt.getTime() <= now)) return undefined;
     this.uses.set(record.keyId, now);
     return { teamId: record.teamId, keyId: record.keyId };
