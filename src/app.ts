@@ -8,6 +8,7 @@ import { registerErrorHandling } from './http/error-handler.js';
 import { validatorCompiler } from './http/validator.js';
 import { lazyChildLogger, registerRequestLog } from './http/request-log.js';
 import { registerResponseHeaders } from './http/response-headers.js';
+import { registerRoutePattern } from './http/route-pattern.js';
 import { registerOpenApi } from './http/openapi.js';
 import { registerDocs } from './http/docs.js';
 import { healthRoutes } from './http/health.js';
@@ -33,6 +34,7 @@ export interface App extends FastifyInstance {
   verifier: KeyVerifier;
 }
 
+// Also what keeps request ids plain in the request log line (src/http/request-log.ts writes them unquoted).
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Builds the HTTP application. It never listens: src/server.ts does, tests use inject(). */
@@ -67,6 +69,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   app.decorate('verifier', verifier);
   app.decorateRequest('caller', null);
 
+  registerRoutePattern(app);
   registerErrorHandling(app);
   registerResponseHeaders(app);
   registerRequestLog(app);

@@ -71,6 +71,22 @@ describe('request and audit logs', () => {
     for (const u of team.users) assert.ok(!text.includes(u.client_user_id), 'a response body reached the log');
   });
 
+  it('writes a valid JSON line whatever the request id, path or method (the line quotes nothing itself)', async () => {
+    text = '';
+    const hostileIds = ['"}{"level":60', 'back\\slash', 'ünïcode', 'new\nline'.replace('\n', ' '), `"${'x'.repeat(200)}`];
+    for (const id of hostileIds) {
+      const res = await app.inject({ url: '/v2/user/', headers: { 'x-service-api-key': team.key, 'x-request-id': id } });
+      assert.notEqual(res.headers['x-request-id'], id, 'an unsafe id is replaced');
+    }
+    await app.inject({ method: 'PROPFIND', url: '/"quoted"/\\path' });
+    await app.inject({ method: 'DELETE', url: '/v2/user/', headers: { 'x-request-id': 'a.b:c-d_E' } });
+    const requests = lines().filter((l) => l.msg === 'request');
+    assert.equal(requests.length, hostileIds.length + 2, 'every line parsed as JSON');
+    for (const line of requests.slice(0, hostileIds.length)) assert.match(line.request_id, /^[0-9a-f-]{36}$/);
+    assert.deepEqual(requests.slice(-2).map((l) => [l.method, l.route, l.status, l.request_id]),
+      [['PROPFIND', null, 404, requests.at(-2)!.request_id], ['DELETE', '/v2/user/', 405, 'a.b:c-d_E']]);
+  });
+
   it('audits the user ids returned on the request line, with team and key', async () => {
     text = '';
     const page = await app.inject({ url: '/v2/user/?limit=3', headers: { 'x-service-api-key': team.key } });

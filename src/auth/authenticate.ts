@@ -17,10 +17,10 @@ export const API_KEY_HEADER = 'x-service-api-key';
  */
 export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): void {
   // Every refusal is the same answer (missing, malformed, unknown, revoked and expired keys are
-  // indistinguishable), so it is built once, body included: floods of bad keys cost no Error,
+  // indistinguishable), so it is built once, body bytes included: floods of bad keys cost no Error,
   // no error-handler pass and no serialisation.
   const refusal = unauthorized();
-  const refusalBody = JSON.stringify({ detail: refusal.detail });
+  const refusalBody = Buffer.from(JSON.stringify({ detail: refusal.detail }));
   const refuse = (reply: FastifyReply) =>
     reply.code(refusal.statusCode).headers(refusal.headers).type('application/json; charset=utf-8').send(refusalBody);
 
@@ -33,7 +33,6 @@ export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): vo
 
   // Callback style: a cached or malformed key is judged synchronously, with no promise and no closure per request.
   scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    if ((request.routeOptions.config as { skipAuth?: boolean }).skipAuth) return done();
     const header = request.headers[API_KEY_HEADER];
     const result = verifier.verify(typeof header === 'string' ? header : undefined);
     if (result instanceof Promise) result.then((caller) => decide(request, reply, done, caller), done);

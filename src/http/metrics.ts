@@ -1,6 +1,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifySchema } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestStats } from './request-stats.js';
+import { routePattern } from './route-pattern.js';
 import type { KeyVerifier } from '../auth/key-verifier.js';
 import type { Sql } from '../db/client.js';
 import type { PageCache } from '../users/page-cache.js';
@@ -57,7 +58,7 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
 
   app.addHook('onResponse', (request, reply, done) => {
     // The route pattern, never the raw URL: ids in paths would explode the label set.
-    requests.record(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+    requests.record(request.method, routePattern(request) ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import type { Config } from '../config.js';
 import { rateLimited } from '../errors.js';
 import { MemoryStore, RedisStore, type Hit } from './rate-limit-store.js';
+import { routePattern } from './route-pattern.js';
 
 /** Probes and metrics answer orchestrators and scrapers; limiting them would get healthy instances restarted. */
 const EXEMPT_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
@@ -73,7 +74,7 @@ export async function registerRateLimit(app: FastifyInstance, config: Config): P
   };
 
   app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    if (EXEMPT_ROUTES.has(request.routeOptions.url ?? '')) return done();
+    if (EXEMPT_ROUTES.has(routePattern(request) ?? '')) return done();
     check(ip, request.ip, reply, done);
   });
   return (request, reply, done) => {

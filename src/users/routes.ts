@@ -72,6 +72,12 @@ async function readPage(deps: UserRoutesDeps, teamId: string, offset: number, li
 }
 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
+  // The API's routes in a scope of their own, whose hooks check the key: the 405 answers stay outside it.
+  await app.register(authenticatedRoutes, deps);
+  methodNotAllowedRoutes(app);
+}
+
+async function authenticatedRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
   requireApiKey(app, deps.verifier);
   // After the key's hook: the team is known then.
@@ -150,8 +156,14 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     if (!result.created) throw clientUserIdExists(result.existing);
     return { user_id: result.user_id, client_user_id: body.client_user_id };
   });
+}
 
-  // The contract wants 405 with Allow for any other method on these paths, not Fastify's 404.
+/**
+ * The contract wants 405 with Allow for any other method on these paths, not
+ * Fastify's 404. Answered without authentication: the method alone says
+ * nothing about any resource.
+ */
+function methodNotAllowedRoutes(app: FastifyInstance): void {
   const allowed: Record<string, HTTPMethods[]> = {
     '/v2/user/': ['GET', 'HEAD', 'POST'],
     '/v2/user/:user_id': ['GET', 'HEAD'],
@@ -162,8 +174,6 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     const others = every.filter((m) => !methods.includes(m));
     app.route({
       method: others, url, schema: { hide: true } as FastifySchema,
-      // Answered before authentication: the method alone says nothing about any resource.
-      config: { skipAuth: true },
       handler: async () => { throw methodNotAllowed(methods); },
     });
   }
