@@ -20,9 +20,9 @@ declare module 'fastify' {
  * destination, so it is buffered and ordered with every other log line.
  * Through pino's general serializer it cost about 20 µs per request here, a
  * quarter of a refused request's whole cost (401s: 76 µs of CPU each with
- * the line, 56 µs without). Every value is plain by construction and goes in
- * unquoted by JSON.stringify (which was a visible share of a 401's CPU in a
- * perf profile): ids are UUIDs or the request ids src/app.ts accepts
+ * the line, 56 µs without). Every value is plain by construction and is
+ * written between quotes as it is, without JSON.stringify (a visible share of
+ * a 401's CPU in a perf profile): ids are UUIDs or the request ids src/app.ts accepts
  * ([A-Za-z0-9._:-] only), the route a pattern of ours, the method one of the
  * tokens Node's HTTP parser accepts, the rest numbers. test/logs.test.ts
  * parses every line it makes.
