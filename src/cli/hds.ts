@@ -10,6 +10,7 @@ import { expireOtherKeys, listKeys, revokeKey } from '../auth/key-store.js';
 import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
 import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../users/import.js';
 import { exportUsers } from '../users/export.js';
+import { isUuid } from '../users/rules.js';
 import { parseDuration } from './duration.js';
 import { renderTable } from './table.js';
 
@@ -26,11 +27,10 @@ interface Command {
 }
 
 const out = (line: string) => process.stdout.write(line + '\n');
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function uuidArg(name: string, value: unknown): string {
   if (typeof value !== 'string' || value === '') throw new UsageError(`${name} is required`);
-  if (!UUID.test(value)) throw new UsageError(`${name} must be a UUID, got "${value}"`);
+  if (!isUuid(value)) throw new UsageError(`${name} must be a UUID, got "${value}"`);
   return value.toLowerCase();
 }
 

@@ -21,11 +21,11 @@ declare module 'fastify' {
  * Through pino's general serializer it cost about 20 µs per request here, a
  * quarter of a refused request's whole cost (401s: 76 µs of CPU each with
  * the line, 56 µs without). Every value is plain by construction and is
- * written between quotes as it is, without JSON.stringify (a visible share of
- * a 401's CPU in a perf profile): ids are UUIDs or the request ids src/app.ts accepts
- * ([A-Za-z0-9._:-] only), the route a pattern of ours, the method one of the
- * tokens Node's HTTP parser accepts, the rest numbers. test/logs.test.ts
- * parses every line it makes.
+ * written between quotes as it is, without JSON.stringify (a visible share
+ * of a 401's CPU in a perf profile): ids are UUIDs or the request ids
+ * src/app.ts accepts ([A-Za-z0-9._:-] only), the route a pattern of ours,
+ * the method one of the tokens Node's HTTP parser accepts, the rest
+ * numbers. test/logs.test.ts parses every line it makes.
  */
 export function registerRequestLog(app: FastifyInstance): void {
   app.decorateRequest('returnedUserIds', null);
@@ -42,7 +42,7 @@ export function registerRequestLog(app: FastifyInstance): void {
     const userIds = request.returnedUserIds;
     destination.write(
       `{"level":30,"time":${Date.now()}${base},"request_id":"${request.id}","method":"${request.method}"`
-      + `,"route":${route === undefined ? 'null' : `"${route}"`},"status":${reply.statusCode}`
+      + `,"route":${route === null ? 'null' : `"${route}"`},"status":${reply.statusCode}`
       + `,"duration_ms":${Math.round(reply.elapsedTime * 100) / 100}`
       + `,"team_id":${caller ? `"${caller.teamId}"` : 'null'},"key_id":${caller ? `"${caller.keyId}"` : 'null'}`
       + (userIds ? `,"audit":{"user_ids":["${userIds.join('","')}"]}` : '')

@@ -1,7 +1,7 @@
 import { Ajv, type Options } from 'ajv';
 import { createRequire } from 'node:module';
 import type { FastifySchemaCompiler } from 'fastify';
-import { isCalendarDate, isClientUserId, isPastDate, isTimeZone } from '../users/rules.js';
+import { isCalendarDate, isClientUserId, isPastDate, isTimeZone, isUuid } from '../users/rules.js';
 
 // ajv-formats is CommonJS whose module.exports is the plugin function itself.
 const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
@@ -11,9 +11,7 @@ export function makeAjv(options: Options): Ajv {
   // verbose: errors carry the offending value, which 422 items echo as `input`.
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, removeAdditional: false, strict: false, ...options });
   addFormats(ajv, ['date', 'date-time']);
-  // The canonical form only, as PostgreSQL reads it: ajv-formats' `uuid` also takes a `urn:uuid:` prefix,
-  // which PostgreSQL refuses, and an id that fails there fails every lookup batched with it (src/db/turn-batcher.ts).
-  ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+  ajv.addFormat('uuid', isUuid);
   // Dates as the import checks them (years from 100 on): ajv-formats' `date` takes year 0000, which PostgreSQL refuses.
   ajv.addFormat('date', isCalendarDate);
   ajv.addFormat('time-zone', isTimeZone);

@@ -14,7 +14,7 @@ const SourceIn = Type.Object({
 const DateTime = Type.String({ maxLength: 64 });
 const DateOnly = Type.String({ format: 'date' });
 const Setter = Type.String({ minLength: 1, maxLength: 100 });
-// The project's `uuid` format is the canonical form only (src/http/validator.ts), 36 characters.
+// The project's `uuid` format is the canonical form only (isUuid in src/users/rules.ts), 36 characters.
 const Uuid = Type.String({ format: 'uuid' });
 
 /** One line of an import file: the API's User object (`provider`, the deprecated copy of `source`, may be present). */

@@ -1,6 +1,18 @@
 /** Value rules for user fields that JSON Schema alone can't express. */
 import { isDayOfMonth } from './pg-time.js';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * A UUID in the canonical form only, as PostgreSQL reads it (either case).
+ * ajv-formats' `uuid` also takes a `urn:uuid:` prefix, which PostgreSQL
+ * refuses, and an id that fails there fails every lookup batched with it
+ * (src/db/turn-batcher.ts).
+ */
+export function isUuid(value: string): boolean {
+  return UUID.test(value);
+}
+
 const ZONE_SHAPE = /^[A-Z][A-Za-z0-9_+-]*(\/[A-Z][A-Za-z0-9_+-]*)*$/;
 
 // Building an Intl.DateTimeFormat costs tens of microseconds; an import checks millions of zones from a set of a few hundred.
