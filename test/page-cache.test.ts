@@ -138,6 +138,8 @@ describe('PageCache', () => {
     cache.store('t', 10, 10, pageOf(100));
     cache.store('t', 20, 10, pageOf(100));
     cache.served('t', 0, 10, cache.get('t', 0, 10)!);
+    // Full: a page is kept on its second miss.
+    cache.store('t', 30, 10, pageOf(100));
     cache.store('t', 30, 10, pageOf(100));
     assert.ok(cache.get('t', 0, 10), 'recently served: kept');
     assert.equal(cache.get('t', 10, 10), undefined, 'least recently used: dropped');
@@ -152,5 +154,33 @@ describe('PageCache', () => {
     assert.deepEqual(cache.size, { entries: 1, bytes: 150 });
     cache.store('t', 10, 10, pageOf(301));
     assert.equal(cache.get('t', 10, 10), undefined);
+  });
+
+  it('once full, keeps a page only on its second miss, so that a scan of pages read once keeps the pages read again', () => {
+    const cache = new PageCache(200);
+    cache.store('t', 0, 10, pageOf(100));
+    cache.store('t', 10, 10, pageOf(100));
+    for (let offset = 20; offset < 20_000; offset += 10) cache.store('t', offset, 10, pageOf(100));
+    assert.ok(cache.get('t', 0, 10), 'kept through the scan');
+    assert.ok(cache.get('t', 10, 10), 'kept through the scan');
+    assert.equal(cache.get('t', 20, 10), undefined);
+
+    cache.store('t', 30, 10, pageOf(100));
+    cache.store('t', 30, 10, pageOf(100));
+    assert.ok(cache.get('t', 30, 10), 'kept on its second miss');
+    assert.equal(cache.get('t', 0, 10), undefined, 'the least recently used made room');
+    assert.deepEqual(cache.size, { entries: 2, bytes: 200 });
+  });
+
+  it('remembers a bounded number of pages missed once', () => {
+    const cache = new PageCache(100);
+    cache.store('t', 0, 10, pageOf(100));
+    cache.store('t', 10, 10, pageOf(100));
+    // Far more pages missed once than it remembers: the first of them is forgotten.
+    for (let offset = 20; offset < 100_000; offset += 10) cache.store('t', offset, 10, pageOf(100));
+    cache.store('t', 10, 10, pageOf(100));
+    assert.equal(cache.get('t', 10, 10), undefined, 'forgotten: this miss counts as its first');
+    cache.store('t', 10, 10, pageOf(100));
+    assert.ok(cache.get('t', 10, 10));
   });
 });

@@ -1,5 +1,8 @@
 import type { UserPage } from './queries.js';
 
+/** How many pages missed once while the cache was full are remembered (their keys only). */
+const REMEMBERED_MISSES = 1024;
+
 /**
  * List pages kept in memory, least recently used first out, bounded by
  * their bytes. An entry is only a candidate: the page query compares its
@@ -11,9 +14,18 @@ import type { UserPage } from './queries.js';
  * What it saves on a repeated page: the page's rows in PostgreSQL and their
  * bytes through the driver, and a new body buffer (which, at list sizes, is
  * what drove garbage collection).
+ *
+ * Once full, it keeps a page only on its second miss. A scan of pages each
+ * read once (random offsets, a team paged through nightly) would otherwise
+ * push out the pages that are asked for again, for pages that are not, and
+ * each page pushed out is a body buffer for the garbage collector: under
+ * random offsets that churn was most of the service's resident-set growth
+ * (docs/scaling.md).
  */
 export class PageCache {
   private readonly entries = new Map<string, UserPage>();
+  /** Keys of pages missed once while the cache was full, oldest first. */
+  private readonly missedOnce = new Set<string>();
   private bytes = 0;
   hits = 0;
   misses = 0;
@@ -43,6 +55,7 @@ export class PageCache {
     if (page.body.length > this.maxBytes) return;
     const key = PageCache.key(teamId, offset, limit);
     const old = this.entries.get(key);
+    if (!old && this.bytes + page.body.length > this.maxBytes && !this.seenBefore(key)) return;
     if (old) {
       this.entries.delete(key);
       this.bytes -= old.body.length;
@@ -54,6 +67,14 @@ export class PageCache {
       this.entries.delete(oldest);
       this.bytes -= entry.body.length;
     }
+  }
+
+  /** True on a key's second miss; remembers it on its first. */
+  private seenBefore(key: string): boolean {
+    if (this.missedOnce.delete(key)) return true;
+    this.missedOnce.add(key);
+    if (this.missedOnce.size > REMEMBERED_MISSES) this.missedOnce.delete(this.missedOnce.values().next().value!);
+    return false;
   }
 
   get size(): { entries: number; bytes: number } {
