@@ -18,8 +18,8 @@ const REMEMBERED_MISSES = 1024;
  * Once full, it keeps a page only on its second miss. A scan of pages each
  * read once (random offsets, a team paged through nightly) would otherwise
  * push out the pages that are asked for again, for pages that are not, and
- * each page pushed out is a body buffer for the garbage collector: under
- * random offsets that churn was most of the service's resident-set growth
+ * each page pushed out is a body buffer left for the garbage collector, held
+ * in the process's memory until V8 collects its old generation
  * (docs/scaling.md).
  */
 export class PageCache {
