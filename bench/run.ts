@@ -14,7 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { capture, type CapturedResponse } from './capture.js';
 import { renderChart } from './chart.js';
-import { markImported, prepareDatabase } from './database.js';
+import { flushImportWrites, markImported, prepareDatabase } from './database.js';
 import { prepareDataset, type Dataset } from './dataset.js';
 import { startFloor } from './floor.js';
 import { runImport, type ImportResult } from './import.js';
@@ -163,6 +163,9 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     importResult = await runImport(root, target, dataset.file, dataset.users);
     markImported(root, markerFile, dataset);
     say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB (${importResult.summary})`);
+    const flushStart = performance.now();
+    await flushImportWrites(target, say);
+    say(`import's writes flushed to disk (CHECKPOINT, sync) in ${((performance.now() - flushStart) / 1000).toFixed(1)} s`);
   }
   const keys: Keys = {
     biggest: await createKey(root, target, dataset.biggest.teamId),
