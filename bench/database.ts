@@ -113,7 +113,7 @@ async function databaseExists(url: string): Promise<boolean> {
 
 /**
  * Puts the import's writes on disk before anything is measured. Left alone, the kernel wrote
- * back the import's dirty pages (about 900 MB for a million users) some 20 s after it, in one
+ * back the import's dirty pages (about 870 MB for a million users) some 20 s after it, in one
  * burst: in run 2026-11-23T06-30-25Z that stalled the service for three seconds of get-one
  * (3-7k answers/s instead of 10-13k, p99 19 ms). The import's own time is unchanged: it ends
  * when its transaction is durable, as a user sees it.

@@ -131,16 +131,17 @@ describe('list pages served from memory', () => {
 
 describe('PageCache', () => {
   const pageOf = (bytes: number, version = '1'): UserPage => ({ body: Buffer.alloc(bytes), userIds: [], version });
+  /** Stores a 100-byte page of team t (limit 10) at each offset, in order. */
+  const storeAt = (cache: PageCache, ...offsets: number[]) => {
+    for (const offset of offsets) cache.store('t', offset, 10, pageOf(100));
+  };
 
   it('drops the least recently used pages when over its budget', () => {
     const cache = new PageCache(300);
-    cache.store('t', 0, 10, pageOf(100));
-    cache.store('t', 10, 10, pageOf(100));
-    cache.store('t', 20, 10, pageOf(100));
+    storeAt(cache, 0, 10, 20);
     cache.served('t', 0, 10, cache.get('t', 0, 10)!);
     // Full: a page is kept on its second miss.
-    cache.store('t', 30, 10, pageOf(100));
-    cache.store('t', 30, 10, pageOf(100));
+    storeAt(cache, 30, 30);
     assert.ok(cache.get('t', 0, 10), 'recently served: kept');
     assert.equal(cache.get('t', 10, 10), undefined, 'least recently used: dropped');
     assert.deepEqual(cache.size, { entries: 3, bytes: 300 });
@@ -158,15 +159,13 @@ describe('PageCache', () => {
 
   it('once full, keeps a page only on its second miss, so that a scan of pages read once keeps the pages read again', () => {
     const cache = new PageCache(200);
-    cache.store('t', 0, 10, pageOf(100));
-    cache.store('t', 10, 10, pageOf(100));
-    for (let offset = 20; offset < 20_000; offset += 10) cache.store('t', offset, 10, pageOf(100));
+    storeAt(cache, 0, 10);
+    for (let offset = 20; offset < 20_000; offset += 10) storeAt(cache, offset);
     assert.ok(cache.get('t', 0, 10), 'kept through the scan');
     assert.ok(cache.get('t', 10, 10), 'kept through the scan');
     assert.equal(cache.get('t', 20, 10), undefined);
 
-    cache.store('t', 30, 10, pageOf(100));
-    cache.store('t', 30, 10, pageOf(100));
+    storeAt(cache, 30, 30);
     assert.ok(cache.get('t', 30, 10), 'kept on its second miss');
     assert.equal(cache.get('t', 0, 10), undefined, 'the least recently used made room');
     assert.deepEqual(cache.size, { entries: 2, bytes: 200 });
@@ -174,13 +173,12 @@ describe('PageCache', () => {
 
   it('remembers a bounded number of pages missed once', () => {
     const cache = new PageCache(100);
-    cache.store('t', 0, 10, pageOf(100));
-    cache.store('t', 10, 10, pageOf(100));
+    storeAt(cache, 0, 10);
     // Far more pages missed once than it remembers: the first of them is forgotten.
-    for (let offset = 20; offset < 100_000; offset += 10) cache.store('t', offset, 10, pageOf(100));
-    cache.store('t', 10, 10, pageOf(100));
+    for (let offset = 20; offset < 100_000; offset += 10) storeAt(cache, offset);
+    storeAt(cache, 10);
     assert.equal(cache.get('t', 10, 10), undefined, 'forgotten: this miss counts as its first');
-    cache.store('t', 10, 10, pageOf(100));
+    storeAt(cache, 10);
     assert.ok(cache.get('t', 10, 10));
   });
 });

@@ -55,10 +55,11 @@ export class PageCache {
     if (page.body.length > this.maxBytes) return;
     const key = PageCache.key(teamId, offset, limit);
     const old = this.entries.get(key);
-    if (!old && this.bytes + page.body.length > this.maxBytes && !this.seenBefore(key)) return;
     if (old) {
       this.entries.delete(key);
       this.bytes -= old.body.length;
+    } else if (this.bytes + page.body.length > this.maxBytes && !this.seenBefore(key)) {
+      return;
     }
     this.entries.set(key, page);
     this.bytes += page.body.length;
