@@ -1,5 +1,8 @@
+import type { PlannedRequest } from './load-plan.js';
+
 /** One answer of the real service, kept byte for byte for the floor server to replay. */
 export interface CapturedResponse {
+  method: string;
   url: string;
   status: number;
   headers: Record<string, string>;
@@ -10,12 +13,14 @@ export interface CapturedResponse {
 /** Headers the floor's own HTTP stack writes (or that describe this one connection). */
 const PER_CONNECTION = new Set(['date', 'connection', 'keep-alive', 'content-length', 'transfer-encoding']);
 
-export async function capture(baseUrl: string, path: string, headers: Record<string, string>): Promise<CapturedResponse> {
-  const res = await fetch(baseUrl + path, { headers });
+/** Sends the request to the service and keeps its answer. A write's capture is a write: its scenario must allow for it. */
+export async function capture(baseUrl: string, request: PlannedRequest): Promise<CapturedResponse> {
+  const method = request.method ?? 'GET';
+  const res = await fetch(baseUrl + request.path, { method, headers: request.headers, body: request.body });
   const body = Buffer.from(await res.arrayBuffer());
   const kept: Record<string, string> = {};
   res.headers.forEach((value, name) => {
     if (!PER_CONNECTION.has(name)) kept[name] = value;
   });
-  return { url: path, status: res.status, headers: kept, body: body.toString('base64') };
+  return { method, url: request.path, status: res.status, headers: kept, body: body.toString('base64') };
 }

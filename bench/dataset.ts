@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -95,4 +96,22 @@ export async function prepareDataset(root: string, workDir: string, users: numbe
     smallest: meta.teams[meta.teams.length - 1]!,
     biggestIdsFile,
   };
+}
+
+/** The ids of an id file (one user_id per line, as biggestIdsFile). */
+export function readIds(file: string): string[] {
+  const ids = fs.readFileSync(file, 'utf8').split('\n').filter((l) => l !== '');
+  if (ids.length === 0) throw new Error(`no ids in ${file}`);
+  return ids;
+}
+
+/** `n` distinct items of `items` at random (a partial Fisher-Yates shuffle of a copy). */
+export function distinctSample<T>(items: T[], n: number): T[] {
+  const copy = [...items];
+  const count = Math.min(n, copy.length);
+  for (let i = 0; i < count; i++) {
+    const j = i + randomInt(copy.length - i);
+    [copy[i], copy[j]] = [copy[j]!, copy[i]!];
+  }
+  return copy.slice(0, count);
 }

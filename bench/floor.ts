@@ -1,24 +1,21 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import type { CapturedResponse } from './capture.js';
 import { startProcess, stopProcess, type Child } from './processes.js';
-import { freePort } from '../src/free-port.js';
+import { freePort } from '../src/db/free-port.js';
 import { waitForHttp } from './service.js';
 
 export interface Floor {
   child: Child;
   baseUrl: string;
-  /** Makes the floor answer as the service did for this scenario. */
-  select(scenarioId: string): Promise<void>;
+  /** Makes the floor answer as the service did for this scenario (its captured answers replace the previous scenario's). */
+  serve(scenarioId: string, answers: CapturedResponse[]): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Starts bench/floor-server.ts in its own process, loaded with the captured answers. */
-export async function startFloor(root: string, workDir: string, captured: Record<string, CapturedResponse[]>): Promise<Floor> {
-  const file = path.join(workDir, `floor-responses-${process.pid}.json`);
-  fs.writeFileSync(file, JSON.stringify(captured));
+/** Starts bench/floor-server.ts in its own process. */
+export async function startFloor(root: string): Promise<Floor> {
   const port = await freePort();
-  const child = startProcess('floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench/floor-server.ts'), file], {
+  const child = startProcess('floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench/floor-server.ts')], {
     env: { ...process.env, PORT: String(port) },
   });
   const baseUrl = `http://127.0.0.1:${port}`;
@@ -27,15 +24,15 @@ export async function startFloor(root: string, workDir: string, captured: Record
   } catch (err) {
     await stopProcess(child);
     throw err;
-  } finally {
-    fs.rmSync(file, { force: true });
   }
   return {
     child,
     baseUrl,
-    async select(id) {
-      const res = await fetch(`${baseUrl}/__floor/${id}`, { method: 'PUT' });
-      if (res.status !== 204) throw new Error(`floor has no scenario ${id}`);
+    async serve(id, answers) {
+      const res = await fetch(`${baseUrl}/__floor/${encodeURIComponent(id)}`, {
+        method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(answers),
+      });
+      if (res.status !== 204) throw new Error(`the floor refused the answers of ${id}: ${res.status} ${await res.text()}`);
     },
     stop: () => stopProcess(child),
   };

@@ -22,3 +22,20 @@ export function mergeBuckets(all: [number, number][][]): [number, number][] {
   for (const buckets of all) for (const [bound, count] of buckets) merged.set(bound, (merged.get(bound) ?? 0) + count);
   return [...merged].sort((a, b) => a[0] - b[0]);
 }
+
+/** Response times counted per bucket as they come, and the slowest. */
+export class Histogram {
+  private readonly counts = new Map<number, number>();
+  maxMs = 0;
+
+  add(ms: number): void {
+    const bucket = latencyBucket(ms);
+    this.counts.set(bucket, (this.counts.get(bucket) ?? 0) + 1);
+    this.maxMs = Math.max(this.maxMs, ms);
+  }
+
+  /** Sorted [upper bound, count] pairs. */
+  buckets(): [number, number][] {
+    return [...this.counts].sort((a, b) => a[0] - b[0]);
+  }
+}

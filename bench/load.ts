@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,12 +10,16 @@ import { runToEnd } from './processes.js';
 export type LoadGenerator = 'wrk' | 'autocannon';
 
 let runs = 0;
+/** This harness run's own mark: with the run's number, every load run's tag (LoadSpec.tag) is unique, also across harness runs. */
+const RUN_MARK = randomBytes(4).toString('hex');
 
 /** Runs one load with wrk, or with autocannon in a child process (bench/load-child.ts), and returns its summary. */
-export async function runLoad(root: string, workDir: string, generator: LoadGenerator, spec: LoadSpec): Promise<LoadResult> {
+export async function runLoad(root: string, workDir: string, generator: LoadGenerator, load: Omit<LoadSpec, 'tag'>): Promise<LoadResult> {
   const loadAvg1AtStart = os.loadavg()[0];
-  if (generator === 'wrk') return { ...(await runWrk(workDir, spec, ++runs)), loadAvg1AtStart };
-  const specFile = path.join(workDir, `load-spec-${process.pid}-${++runs}.json`);
+  const run = ++runs;
+  const spec: LoadSpec = { ...load, tag: `${RUN_MARK}r${run}` };
+  if (generator === 'wrk') return { ...(await runWrk(workDir, spec, run)), loadAvg1AtStart };
+  const specFile = path.join(workDir, `load-spec-${process.pid}-${run}.json`);
   fs.writeFileSync(specFile, JSON.stringify(spec));
   try {
     const { stdout } = await runToEnd('autocannon', process.execPath, ['--import', 'tsx', path.join(root, 'bench/load-child.ts'), specFile]);

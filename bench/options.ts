@@ -21,7 +21,7 @@ export interface BenchOptions {
   skipStartup: boolean;
   /** Use dist/ as it is (no `npm run build`). */
   noBuild: boolean;
-  /** Only these scenario ids (all when empty). */
+  /** Only these scenario and check ids (all when empty); `list-after-deletes` stands for every @after-deletes scenario. */
   only: string[];
   /** Extra environment for the service (`--service-env LOG_LEVEL=warn`), to try a change without editing code. */
   serviceEnv: Record<string, string>;
@@ -29,6 +29,8 @@ export interface BenchOptions {
   profile: boolean;
   /** The load generator: wrk when it is installed, else autocannon, unless one is named. */
   loadGenerator: 'auto' | 'wrk' | 'autocannon';
+  /** What runs the PostgreSQL anchor: pgbench when it is installed, else the postgres driver, unless one is named. */
+  anchor: 'auto' | 'pgbench' | 'driver';
 }
 
 const USAGE = `usage: npm run bench -- [options]
@@ -47,10 +49,13 @@ const USAGE = `usage: npm run bench -- [options]
   --skip-startup     skip the embedded first start / restart measurement
   --service-env K=V  extra environment for the service (repeatable), e.g. LOG_LEVEL=warn to see what logging costs
   --profile          write V8 CPU profiles of the service (node --cpu-prof) next to its log in bench/.work/logs
-  --only IDS         run only these scenarios, e.g. get-one,list-first (the floor too)
+  --only IDS         run only these scenarios and checks, e.g. get-one,list-first (the floor too); ids in bench/README.md,
+                     also delete-cost, walk, walk-8, and list-after-deletes for every @after-deletes scenario
   --load-generator G auto (default: wrk when it is on the PATH, else autocannon), wrk or autocannon
+  --anchor A         what runs the PostgreSQL anchor of list scenarios: auto (default: pgbench when it is on the PATH,
+                     else a loop on the postgres driver), pgbench or driver
 
-Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL, BENCH_LOAD_GENERATOR.`;
+Environment: BENCH_USERS, BENCH_TEAMS, BENCH_DURATION, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_WORKERS, BENCH_DATABASE_URL, BENCH_LOAD_GENERATOR, BENCH_ANCHOR.`;
 
 export class UsageError extends Error {}
 
@@ -81,6 +86,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
         'service-env': { type: 'string', multiple: true, default: [] },
         profile: { type: 'boolean', default: false },
         'load-generator': { type: 'string', default: env.BENCH_LOAD_GENERATOR ?? 'auto' },
+        anchor: { type: 'string', default: env.BENCH_ANCHOR ?? 'auto' },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -107,6 +113,10 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
   if (loadGenerator !== 'auto' && loadGenerator !== 'wrk' && loadGenerator !== 'autocannon') {
     throw new UsageError(`--load-generator must be auto, wrk or autocannon, got "${loadGenerator}"`);
   }
+  const anchor = v.anchor;
+  if (anchor !== 'auto' && anchor !== 'pgbench' && anchor !== 'driver') {
+    throw new UsageError(`--anchor must be auto, pgbench or driver, got "${anchor}"`);
+  }
   const serviceEnv: Record<string, string> = {};
   for (const pair of v['service-env']) {
     const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(pair);
@@ -129,6 +139,7 @@ export function parseOptions(argv: string[], env: Record<string, string | undefi
     serviceEnv,
     profile: v.profile,
     loadGenerator,
+    anchor,
     only: v.only.split(',').map((s) => s.trim()).filter((s) => s !== ''),
   };
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
 /**
  * Every process the benchmark starts goes through here, so that all of them
@@ -180,4 +181,16 @@ export function sampleMemory(root: number, intervalMs = 100): MemorySampler {
 /** VmHWM (the kernel's own peak resident set) of one process, in kB, while it lives. */
 export function highWaterMark(pid: number): number | undefined {
   return statusField(pid, 'VmHWM');
+}
+
+/** Is `command` an executable file on the PATH? (Looked for, not run: `wrk --version` exits with 1.) */
+export function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(path.delimiter).some((dir) => {
+    try {
+      fs.accessSync(path.join(dir, command), fs.constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 }

@@ -1,15 +1,23 @@
 import type { ImportResult } from './import.js';
 import type { LoadResult } from './load-plan.js';
-import type { Scenario } from './scenarios.js';
+import type { Condition, Scenario } from './scenarios.js';
 import type { StartupResult } from './startup.js';
 
 export interface ScenarioResult {
   id: string;
   title: string;
+  /** The service's settings beyond the pass's, when it ran with some (the page cache off). */
+  serviceEnv?: Record<string, string>;
+  /** Concurrent connections, when not the run's. */
+  connections?: number;
   service: LoadResult;
   floor: LoadResult;
   /** Service requests/s over floor requests/s. */
   floorRatio: number;
+  /** For list scenarios: the same page statement straight on PostgreSQL (bench/anchor.ts), in the same rounds. */
+  anchor?: LoadResult;
+  /** Service requests/s over the anchor's statements/s. */
+  anchorRatio?: number;
   /** Answers with another status than expected, plus connection errors and timeouts. */
   errors: number;
   target: string;
@@ -23,11 +31,13 @@ export interface ScenarioResult {
 
 export interface PassResult {
   workers: number;
-  /** Peak summed VmRSS of the service's Node processes (primary and workers) while it was under load. */
+  /** Peak summed VmRSS of the service's Node processes (primary and workers) while it was under load, over every service of the pass. */
   memoryPeakMb: number;
   /** Peak VmRSS of its largest single process. */
   memoryLargestProcessMb: number;
   logFile: string;
+  /** Each service the pass started (the one as configured, then the one with the page cache off): its settings, log and peaks. */
+  services: { serviceEnv: Record<string, string>; logFile: string; memoryPeakMb: number; memoryLargestProcessMb: number }[];
   scenarios: ScenarioResult[];
 }
 
@@ -36,6 +46,8 @@ export interface Check {
   value: string;
   target: string;
   pass: boolean;
+  /** The figures behind the value, for the JSON. */
+  details?: Record<string, unknown>;
 }
 
 export interface BenchReport {
@@ -43,7 +55,11 @@ export interface BenchReport {
   finishedAt: string;
   command: string;
   machine: { cpus: number; node: string; loadAvgAtStart: number[] };
-  settings: { users: number; teams: number; seed: number; durationS: number; rounds: number; connections: number; loadGenerator: string; database: string; serviceEnv: Record<string, string> };
+  settings: {
+    users: number; teams: number; seed: number; durationS: number; rounds: number; connections: number; loadGenerator: string; database: string; serviceEnv: Record<string, string>;
+    /** What ran the PostgreSQL anchor: pgbench, or the postgres driver when pgbench is missing. */
+    anchor?: string;
+  };
   dataset: { users: number; teams: number; biggest: { teamId: string; users: number }; smallest: { teamId: string; users: number } };
   import: ImportResult | null;
   startup: StartupResult | null;
@@ -56,6 +72,48 @@ export function errorsOf(result: LoadResult, expect: number): number {
   return wrong + result.socketErrors;
 }
 
+export interface Measured {
+  scenario: Scenario;
+  service: LoadResult;
+  floor: LoadResult;
+  anchor?: LoadResult;
+  peakRssMb: number;
+  serviceEnv?: Record<string, string>;
+}
+
+const ratioOf = (a: LoadResult, b: LoadResult | undefined) => (b && b.requestsPerSec > 0 ? a.requestsPerSec / b.requestsPerSec : 0);
+
+/** One condition judged: what it asks, what was measured (three decimals where a ratio is judged: 0.7987 printed as 0.80 beside FAIL read as a bug). */
+function judgeCondition(c: Condition, m: Measured, floorRatios: Map<string, number>): { target: string; measured: string; met: boolean } {
+  const floorRatio = ratioOf(m.service, m.floor);
+  switch (c.kind) {
+    case 'floor':
+      return { target: `>= ${c.min}x floor`, measured: `${floorRatio.toFixed(3)}x floor`, met: floorRatio >= c.min };
+    case 'anchor': {
+      const ratio = ratioOf(m.service, m.anchor);
+      return { target: `>= ${c.min}x PostgreSQL`, measured: `${ratio.toFixed(3)}x PostgreSQL`, met: m.anchor !== undefined && ratio >= c.min };
+    }
+    case 'p99':
+      return { target: `p99 <= ${c.maxMs} ms`, measured: `p99 ${m.service.p99Ms} ms`, met: m.service.p99Ms <= c.maxMs };
+    case 'rate':
+      return { target: `>= ${c.min.toLocaleString('en')} answers/s`, measured: `${Math.round(m.service.requestsPerSec).toLocaleString('en')}/s`, met: m.service.requestsPerSec >= c.min };
+    case 'relative': {
+      const other = floorRatios.get(c.to);
+      const rel = other ? floorRatio / other : 0;
+      return { target: `>= ${c.min}x ${c.to}`, measured: other === undefined ? `no ${c.to} to compare` : `${rel.toFixed(3)}x ${c.to}`, met: other !== undefined && rel >= c.min };
+    }
+    case 'steady': {
+      const other = floorRatios.get(c.to);
+      const rel = other ? floorRatio / other : 0;
+      return {
+        target: `within ${Math.round(c.within * 100)}% of ${c.to}`,
+        measured: other === undefined ? `no ${c.to} to compare` : `${rel.toFixed(3)}x ${c.to}`,
+        met: other !== undefined && Math.abs(rel - 1) <= c.within,
+      };
+    }
+  }
+}
+
 /**
  * Judges each scenario once every scenario of the pass has run. A relative
  * target compares the two scenarios' ratios to their floors: each ratio was
@@ -63,31 +121,21 @@ export function errorsOf(result: LoadResult, expect: number): number {
  * machine's speed drifts between the two scenarios' runs; the floors of the
  * compared scenarios send answers of the same kind and size.
  */
-export function judge(measured: { scenario: Scenario; service: LoadResult; floor: LoadResult; peakRssMb: number }[]): ScenarioResult[] {
-  const ratios = new Map(measured.map((m) => [m.scenario.id, m.floor.requestsPerSec > 0 ? m.service.requestsPerSec / m.floor.requestsPerSec : 0]));
-  return measured.map(({ scenario, service, floor, peakRssMb }) => {
+export function judge(measured: Measured[]): ScenarioResult[] {
+  const floorRatios = new Map(measured.map((m) => [m.scenario.id, ratioOf(m.service, m.floor)]));
+  return measured.map((m) => {
+    const { scenario, service, floor, anchor, peakRssMb, serviceEnv } = m;
     const errors = errorsOf(service, scenario.expect);
-    const floorRatio = floor.requestsPerSec > 0 ? service.requestsPerSec / floor.requestsPerSec : 0;
-    const t = scenario.target;
-    let target = 'no errors';
-    // Three decimals where the target is judged: 0.7987 printed as 0.80 beside FAIL read as a bug.
-    let value = `${floorRatio.toFixed(3)}x floor`;
-    let met = true;
-    if (t.kind === 'floor') {
-      target = `>= ${t.min}x floor`;
-      met = floorRatio >= t.min;
-      if (t.p99MaxMs !== undefined) {
-        target += `, p99 <= ${t.p99MaxMs} ms`;
-        met &&= service.p99Ms <= t.p99MaxMs;
-      }
-    } else if (t.kind === 'relative') {
-      const other = ratios.get(t.to);
-      const rel = other ? floorRatio / other : 0;
-      target = `>= ${t.min}x ${t.to}`;
-      value = `${rel.toFixed(3)}x ${t.to}`;
-      met = other !== undefined && rel >= t.min;
-    }
-    return { id: scenario.id, title: scenario.title, service, floor, floorRatio, errors, target, measured: value, pass: met && errors === 0, peakRssMb };
+    const floorRatio = ratioOf(service, floor);
+    const judged = scenario.targets.map((c) => judgeCondition(c, m, floorRatios));
+    const target = judged.length > 0 ? judged.map((j) => j.target).join(', ') : 'no errors';
+    const value = judged.length > 0 ? judged.map((j) => j.measured).join(', ') : `${floorRatio.toFixed(3)}x floor`;
+    return {
+      id: scenario.id, title: scenario.connections ? `${scenario.title}, ${scenario.connections} connections` : scenario.title,
+      ...(serviceEnv && { serviceEnv }), ...(scenario.connections && { connections: scenario.connections }), service, floor, floorRatio,
+      ...(anchor && { anchor, anchorRatio: ratioOf(service, anchor) }),
+      errors, target, measured: value, pass: judged.every((j) => j.met) && errors === 0, peakRssMb,
+    };
   });
 }
 
@@ -97,25 +145,31 @@ function table(header: string[], rows: string[][], rightAligned: Set<number>): s
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-const num = (n: number) => Math.round(n).toLocaleString('en');
+export const num = (n: number) => Math.round(n).toLocaleString('en');
 const ms = (n: number) => n.toFixed(n < 10 ? 2 : 1);
 const verdict = (pass: boolean) => (pass ? 'pass' : 'FAIL');
+
+function serviceLine(workers: number, svc: PassResult['services'][number]): string {
+  const env = Object.entries(svc.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ');
+  const rss = workers > 1 ? `${svc.memoryPeakMb.toFixed(0)} MB in all, largest process ${svc.memoryLargestProcessMb.toFixed(0)} MB` : `${svc.memoryPeakMb.toFixed(0)} MB`;
+  return `${env === '' ? 'as configured' : env}, peak RSS under load ${rss} (log ${svc.logFile})`;
+}
 
 export function renderReport(report: BenchReport): string {
   const out: string[] = [];
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
-    `${report.settings.connections} connections (${report.settings.loadGenerator}), ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
-    (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''));
+    `${report.settings.connections} connections unless a scenario names its own (${report.settings.loadGenerator}), ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
+    (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : '') +
+    (report.settings.anchor ? `; PostgreSQL anchor (pg req/s): ${report.settings.anchor}` : ''));
   for (const pass of report.passes) {
-    const rss = pass.workers > 1 ? `${pass.memoryPeakMb.toFixed(0)} MB in all, largest process ${pass.memoryLargestProcessMb.toFixed(0)} MB` : `${pass.memoryPeakMb.toFixed(0)} MB`;
-    out.push('', `service with WORKERS=${pass.workers} (peak RSS under load ${rss}; log ${pass.logFile})`);
+    out.push('', `service with WORKERS=${pass.workers}: ${pass.services.map((svc) => serviceLine(pass.workers, svc)).join('; ')}`);
     out.push(table(
-      ['#', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'floor req/s', 'ratio', 'errors', 'target', 'measured', 'result'],
+      ['#', 'id', 'scenario', 'req/s', 'p50 ms', 'p99 ms', 'floor req/s', 'ratio', 'pg req/s', 'x pg', 'errors', 'target', 'measured', 'result'],
       pass.scenarios.map((s, i) => [
-        String(i + 1), s.title, num(s.service.requestsPerSec), ms(s.service.p50Ms), ms(s.service.p99Ms), num(s.floor.requestsPerSec),
-        s.floorRatio.toFixed(2), String(s.errors), s.target, s.measured, verdict(s.pass),
+        String(i + 1), s.id, s.title, num(s.service.requestsPerSec), ms(s.service.p50Ms), ms(s.service.p99Ms), num(s.floor.requestsPerSec),
+        s.floorRatio.toFixed(2), s.anchor ? num(s.anchor.requestsPerSec) : '-', s.anchorRatio?.toFixed(2) ?? '-', String(s.errors), s.target, s.measured, verdict(s.pass),
       ]),
-      new Set([2, 3, 4, 5, 6, 7]),
+      new Set([3, 4, 5, 6, 7, 8, 9, 10]),
     ));
   }
   out.push('', table(['check', 'measured', 'target', 'result'], report.checks.map((c) => [c.name, c.value, c.target, verdict(c.pass)]), new Set()));

@@ -1,9 +1,11 @@
 /**
- * `npm run bench`: the benchmark of issue 3. Builds the service, generates
- * and imports the dataset, then for each WORKERS count starts the service and
- * runs every scenario against it and against the floor (a bare server that
- * replays the service's own answers from memory), and reports each result as
- * a ratio to that floor. See `npm run bench -- --help`.
+ * `npm run bench`: the benchmark of issue 3 and of the issues "the whole
+ * user resource" and "lists at the speed PostgreSQL reads them". Builds the
+ * service, generates and imports the dataset, then for each WORKERS count
+ * runs a pass (bench/pass.ts): every scenario against the service and
+ * against the floor (a bare server that replays the service's own answers
+ * from memory), list scenarios also against PostgreSQL itself, and reports
+ * each result as a ratio to them. See `npm run bench -- --help`.
  *
  * Exits non-zero only when the harness itself fails; missed targets are
  * reported, not fatal.
@@ -12,92 +14,25 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { capture, type CapturedResponse } from './capture.js';
 import { renderChart } from './chart.js';
 import { flushImportWrites, markImported, prepareDatabase } from './database.js';
-import { prepareDataset, type Dataset } from './dataset.js';
-import { startFloor } from './floor.js';
+import { prepareDataset } from './dataset.js';
 import { runImport, type ImportResult } from './import.js';
-import { combineRounds, runLoad, type LoadGenerator } from './load.js';
+import type { LoadGenerator } from './load.js';
 import { wrkInstalled } from './load-wrk.js';
-import type { LoadResult } from './load-plan.js';
 import { parseOptions, UsageError, type BenchOptions } from './options.js';
-import { killAllNow, runToEnd, sampleMemory, stopAll } from './processes.js';
-import { renderReport, judge, type BenchReport, type Check, type PassResult } from './report.js';
-import { buildScenarios, type Keys, type Scenario } from './scenarios.js';
-import { createKey, startService, stopService, type DatabaseTarget } from './service.js';
+import { runPass, type BenchContext } from './pass.js';
+import { killAllNow, runToEnd, stopAll } from './processes.js';
+import { renderReport, type BenchReport, type Check, type PassResult } from './report.js';
+import type { Keys } from './scenarios.js';
+import { createKey, type DatabaseTarget } from './service.js';
 import { measureStartup, type StartupResult } from './startup.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const say = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
-/** Targets of the issue that are not a scenario's throughput. */
-const LIMITS = { importUsersPerSec: 50_000, importPeakMb: 300, serviceRssMb: 200, firstStartMs: 10_000, restartMs: 2_000 };
-
-async function totalOf(baseUrl: string, key: string): Promise<number | undefined> {
-  const res = await fetch(`${baseUrl}/v2/user/?limit=1`, { headers: { 'x-service-api-key': key } });
-  const body = (await res.json()) as { total?: unknown };
-  return res.status === 200 && typeof body.total === 'number' ? body.total : undefined;
-}
-
-async function runPass(o: BenchOptions, generator: LoadGenerator, workDir: string, logDir: string, target: DatabaseTarget, dataset: Dataset, keys: Keys, scenarios: Scenario[], workers: number, checks: Check[], first: boolean): Promise<PassResult> {
-  const logFile = path.join(logDir, `service-workers-${workers}.log`);
-  say(`starting the service with WORKERS=${workers} (log: ${path.relative(root, logFile)})`);
-  const profileDir = o.profile ? path.join(logDir, `profile-workers-${workers}`) : undefined;
-  const service = await startService({ root, target, logFile, workers, extraEnv: o.serviceEnv, profileDir });
-  const memory = sampleMemory(service.child.pid);
-  let floor: Awaited<ReturnType<typeof startFloor>> | undefined;
-  try {
-    if (first) {
-      for (const [name, team, key] of [['biggest', dataset.biggest, keys.biggest], ['smallest', dataset.smallest, keys.smallest]] as const) {
-        const total = await totalOf(service.baseUrl, key);
-        checks.push({ name: `total exact (${name} team)`, value: String(total), target: `= ${team.users} (dataset)`, pass: total === team.users });
-      }
-    }
-    const captured: Record<string, CapturedResponse[]> = {};
-    for (const s of scenarios) {
-      captured[s.id] = [];
-      for (const c of s.captures) {
-        const answer = await capture(service.baseUrl, c.path, c.headers);
-        if (answer.status !== s.expect) say(`warning: ${s.id}: ${c.path} answered ${answer.status}, expected ${s.expect}`);
-        captured[s.id]!.push(answer);
-      }
-    }
-    floor = await startFloor(root, workDir, captured);
-    const warmup = o.duration >= 5 ? 2 : 1;
-    const measured: { scenario: Scenario; service: LoadResult; floor: LoadResult; peakRssMb: number }[] = [];
-    memory.peakSinceLast();
-    for (const s of scenarios) {
-      await floor.select(s.id);
-      // Service and floor in alternating rounds: the machine's speed drifts (by half, here, within
-      // minutes), and a drift between two long runs would show up as a difference between them.
-      const serviceRounds: LoadResult[] = [];
-      const floorRounds: LoadResult[] = [];
-      for (let round = 0; round < o.rounds; round++) {
-        const base = { connections: o.connections, duration: o.duration / o.rounds, warmup: round === 0 ? warmup : 0 };
-        serviceRounds.push(await runLoad(root, workDir, generator, { ...base, url: service.baseUrl, plan: s.plan }));
-        floorRounds.push(await runLoad(root, workDir, generator, { ...base, url: floor.baseUrl, plan: s.floorPlan(captured[s.id]!.map((c) => c.url)) }));
-      }
-      const onService = combineRounds(serviceRounds);
-      const onFloor = combineRounds(floorRounds);
-      const peakRssMb = memory.peakSinceLast() / 1024;
-      say(`${s.id}: ${Math.round(onService.requestsPerSec)} req/s (p99 ${onService.p99Ms} ms), floor ${Math.round(onFloor.requestsPerSec)} req/s, service peak RSS ${peakRssMb.toFixed(0)} MB`);
-      for (const [side, r] of [['service', onService], ['floor', onFloor]] as const) {
-        if (r.socketErrors > 0) say(`  ${side}: ${r.socketErrors} connection errors, e.g. ${r.errorSamples?.join('; ')}`);
-      }
-      measured.push({ scenario: s, service: onService, floor: onFloor, peakRssMb });
-    }
-    const peaks = memory.stop();
-    const memoryPeakMb = peaks.totalKb / 1024;
-    checks.push({ name: `service RSS under load (WORKERS=${workers})`, value: `${memoryPeakMb.toFixed(0)} MB`, target: `<= ${LIMITS.serviceRssMb} MB`, pass: memoryPeakMb <= LIMITS.serviceRssMb });
-    if (profileDir) say(`CPU profiles of the service will be in ${path.relative(root, profileDir)} (open them in Chrome DevTools)`);
-    return { workers, memoryPeakMb, memoryLargestProcessMb: peaks.largestKb / 1024, logFile: path.relative(root, logFile), scenarios: judge(measured) };
-  } finally {
-    memory.stop();
-    await floor?.stop();
-    await stopService(service);
-  }
-}
+/** Targets of the issue that are not a scenario's throughput (the service's own are in bench/pass.ts). */
+const LIMITS = { importUsersPerSec: 50_000, importPeakMb: 300, firstStartMs: 10_000, restartMs: 2_000 };
 
 function importChecks(result: ImportResult | null): Check[] {
   if (!result) return [];
@@ -128,7 +63,7 @@ function writeResults(report: BenchReport, stamp: string): string[] {
   // Latency histograms ([bound, count] pairs) one pair per line, not four.
   const json = JSON.stringify(report, null, 2).replace(/\[\s+([\d.e+-]+),\s+([\d.e+-]+)\s+\]/g, '[$1, $2]') + '\n';
   const svg = renderChart(report);
-  const files = [`${stamp}.json`, `${stamp}.svg`, 'latest.json', 'latest.svg'].map((f) => path.join(dir, f));
+  const files = ['latest.json', 'latest.svg', `${stamp}.json`, `${stamp}.svg`].map((f) => path.join(dir, f));
   fs.writeFileSync(files[0]!, json);
   fs.writeFileSync(files[1]!, svg);
   fs.writeFileSync(files[2]!, json);
@@ -167,22 +102,22 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     await flushImportWrites(target, say);
     say(`import's writes flushed to disk (CHECKPOINT, sync) in ${((performance.now() - flushStart) / 1000).toFixed(1)} s`);
   }
-  const keys: Keys = {
-    biggest: await createKey(root, target, dataset.biggest.teamId),
-    smallest: await createKey(root, target, dataset.smallest.teamId),
+  // Keys per team, issued once per run with the CLI: the biggest and the smallest now, others as a pass needs them (walk-8).
+  const issued = new Map<string, Promise<string>>();
+  const keyOf = (teamId: string) => {
+    if (!issued.has(teamId)) issued.set(teamId, createKey(root, target, teamId));
+    return issued.get(teamId)!;
   };
+  const keys: Keys = { biggest: await keyOf(dataset.biggest.teamId), smallest: await keyOf(dataset.smallest.teamId) };
 
   const checks: Check[] = [...importChecks(importResult)];
-  // Built once: every pass measures the same sampled requests (and the id file is read once).
-  const scenarios = buildScenarios(dataset, keys).filter((s) => o.only.length === 0 || o.only.includes(s.id));
   const haveWrk = wrkInstalled();
   const generator: LoadGenerator = o.loadGenerator === 'auto' ? (haveWrk ? 'wrk' : 'autocannon') : o.loadGenerator;
   if (generator === 'wrk' && !haveWrk) throw new UsageError('--load-generator wrk: wrk is not on the PATH (apt-get install wrk)');
   say(`load generator: ${generator}${generator === 'autocannon' && o.loadGenerator === 'auto' ? ' (wrk is not installed; apt-get install wrk for a lighter one)' : ''}`);
+  const ctx: BenchContext = { root, workDir, logDir, o, generator, target, dataset, keys, markerFile, checks, say, keyOf };
   const passes: PassResult[] = [];
-  for (const [i, workers] of o.workers.entries()) {
-    passes.push(await runPass(o, generator, workDir, logDir, target, dataset, keys, scenarios, workers, checks, i === 0));
-  }
+  for (const [i, workers] of o.workers.entries()) passes.push(await runPass(ctx, workers, i === 0));
 
   let startup: StartupResult | null = null;
   if (!o.skipStartup) {
@@ -200,6 +135,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
       users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, rounds: o.rounds, connections: o.connections, loadGenerator: generator,
       database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
       serviceEnv: o.serviceEnv,
+      ...(ctx.anchorTool && { anchor: ctx.anchorTool }),
     },
     dataset: { users: dataset.users, teams: dataset.teams.length, biggest: dataset.biggest, smallest: dataset.smallest },
     import: importResult,

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { runToEnd, startProcess, stopProcess, type Child } from './processes.js';
-import { freePort } from '../src/free-port.js';
+import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { freePort } from '../src/db/free-port.js';
 
 
 /** Where the service and the CLI find their database: a URL, or the embedded PostgreSQL in a data directory. */
@@ -15,6 +16,15 @@ export function databaseEnv(target: DatabaseTarget): Record<string, string | und
   return env;
 }
 
+/**
+ * A URL the harness can query the service's database with. The embedded
+ * PostgreSQL runs only while the service does (the service started it):
+ * call this while the service is up, and it attaches to that server.
+ */
+export async function databaseUrlOf(target: DatabaseTarget): Promise<string> {
+  if ('databaseUrl' in target) return target.databaseUrl;
+  return (await startEmbeddedPostgres(target.dataDir)).url;
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -58,10 +68,13 @@ export interface ServiceOptions {
 /**
  * The Node flags `npm start` runs the service with, read from its script
  * (written out there, not in a variable, so that it runs in Windows' shell too).
+ * The script may start dist/server.js through a launcher (tools/run-built.mjs,
+ * which builds first when needed): the bench has built already and starts
+ * dist/server.js itself, with the same flags.
  */
 function serviceNodeFlags(root: string): string[] {
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  const flags = /\bnode((?: --\S+)*) dist\/server\.js/.exec(pkg.scripts.start);
+  const flags = /\bnode((?: --\S+)*) (?:\S+\.mjs )?dist\/server\.js/.exec(pkg.scripts.start);
   if (!flags) throw new Error(`bench: cannot find "node ... dist/server.js" in the start script: ${pkg.scripts.start}`);
   return flags[1]!.split(' ').filter(Boolean);
 }
@@ -74,9 +87,13 @@ export async function startService(o: ServiceOptions): Promise<Service> {
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
-    // Rate limits would measure the limiter, not the service: set them out of reach.
+    // Rate limits would measure the limiter, not the service: set them out of reach (the unauthorized
+    // scenario alone fails authentication some 100,000 times a minute from one address).
     RATE_LIMIT_PER_TEAM: '10000000',
     RATE_LIMIT_PER_IP: '10000000',
+    AUTH_FAILURES_PER_IP: '10000000',
+    // Any free port for /metrics: a service of another test on this machine may hold the default one.
+    METRICS_PORT: '0',
     WORKERS: String(o.workers ?? 1),
     ...o.extraEnv,
   };

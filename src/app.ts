@@ -1,14 +1,18 @@
-import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
 import { ReadRouter } from './db/read-router.js';
 import { KeyVerifier } from './auth/key-verifier.js';
+import { EdgeAnswers } from './http/edge-answers.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { registerJsonBody } from './http/json-body.js';
+import { acceptEveryMethod } from './http/methods.js';
 import { validatorCompiler } from './http/validator.js';
-import { lazyChildLogger, registerRequestLog } from './http/request-log.js';
+import { lazyChildLogger } from './http/fast-path/lazy-child-logger.js';
+import { requestIdFor } from './http/fast-path/request-id.js';
+import { registerRequestLog } from './http/fast-path/request-log-line.js';
+import { registerRoutePattern } from './http/fast-path/route-pattern.js';
 import { registerResponseHeaders } from './http/response-headers.js';
-import { registerRoutePattern } from './http/route-pattern.js';
 import { registerOpenApi } from './http/openapi.js';
 import { registerDocs } from './http/docs.js';
 import { healthRoutes } from './http/health.js';
@@ -16,9 +20,10 @@ import { registerMetrics } from './http/metrics.js';
 import { registerRateLimit } from './http/rate-limit.js';
 import { registerCors } from './http/cors.js';
 import { registerShutdownGuard } from './http/shutdown-guard.js';
-import { sharedSchemas } from './users/schemas.js';
+import { userExamples } from './users/openapi-examples.js';
+import { UserReads } from './users/reads.js';
 import { userRoutes } from './users/routes.js';
-import { PageCache } from './users/page-cache.js';
+import { userSchemas } from './users/schemas.js';
 
 export interface AppDeps {
   config: Config;
@@ -34,15 +39,20 @@ export interface App extends FastifyInstance {
   verifier: KeyVerifier;
 }
 
-// Also what keeps request ids plain in the request log line (src/http/request-log.ts writes them unquoted).
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** Builds the HTTP application. It never listens: src/server.ts does, tests use inject(). */
+/**
+ * Builds the HTTP application. It never listens: src/server.ts does, tests
+ * use inject(). The order of the registrations below is the order of the
+ * hooks on every request: shutdown guard, CORS, address limits, then (in the
+ * user routes' scope) the key and the team limit. What is refused before any
+ * hook can run (by the HTTP parser or the router) is answered in the same
+ * shape by src/http/edge-answers.ts.
+ */
 export async function buildApp(deps: AppDeps): Promise<App> {
   const { config } = deps;
+  const edge = new EdgeAnswers();
   const app = Fastify({
     ...(deps.loggerInstance ? { loggerInstance: deps.loggerInstance } : { logger: deps.logger ?? { level: config.logLevel } }),
-    // Our own one line per request (src/http/request-log.ts) replaces Fastify's two.
+    // Our own one line per request (src/http/fast-path/request-log-line.ts) replaces Fastify's two.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     childLoggerFactory: lazyChildLogger,
     // maxParamLength: a client_user_id may be 255 characters, each up to 12 once percent-encoded
@@ -57,34 +67,40 @@ export async function buildApp(deps: AppDeps): Promise<App> {
     http: { maxHeaderSize: config.maxHeaderBytes, headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs) },
     return503OnClosing: false,
     requestIdHeader: false,
-    genReqId: (req) => {
-      const given = req.headers['x-request-id'];
-      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
-    },
+    genReqId: requestIdFor,
+    // Whose X-Forwarded-For is believed (TRUST_PROXY): request.ip is then the client they name, for limits and the log.
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
+    frameworkErrors: edge.frameworkError,
+    clientErrorHandler: edge.clientError,
   }) as unknown as App;
+  app.server.on('checkExpectation', edge.expectationFailed);
+  app.server.on('connect', edge.connect);
+  acceptEveryMethod(app);
   app.setValidatorCompiler(validatorCompiler);
-  for (const schema of sharedSchemas) app.addSchema(schema);
+  registerJsonBody(app);
+  for (const schema of userSchemas) app.addSchema(schema);
 
   const verifier = new KeyVerifier(deps.sql, config.keyCacheTtlMs);
   app.decorate('verifier', verifier);
   app.decorateRequest('caller', null);
+  const reads = new UserReads(deps.reads ?? new ReadRouter(deps.sql), config.pageCacheBytes);
 
   registerRoutePattern(app);
   registerErrorHandling(app);
   registerResponseHeaders(app);
-  registerRequestLog(app);
-  const pages = new PageCache(config.pageCacheBytes);
-  registerMetrics(app, { sql: deps.sql, verifier, pages, poolMax: config.dbPoolMax, serveOnAppPort: config.metricsPort === undefined });
+  const writeLine = registerRequestLog(app);
+  registerMetrics(app, { sql: deps.sql, keys: verifier, pages: reads.pageStats, poolMax: config.dbPoolMax });
   // Root-level onRequest hooks, so they run before the users scope's authentication hook.
   registerShutdownGuard(app);
   await registerCors(app, config.corsOrigins);
-  const limitTeam = await registerRateLimit(app, config);
+  const limits = await registerRateLimit(app, config);
+  edge.attach({ writeLine, metrics: app.metrics, countAddress: limits.countAddress, log: app.log });
   // Before any route: swagger learns the routes as they are added.
-  await registerOpenApi(app);
+  await registerOpenApi(app, { schemas: userSchemas, examples: userExamples });
   await registerDocs(app);
   // Outside the users scope, so without a key.
   await app.register(healthRoutes, { sql: deps.sql });
 
-  await app.register(userRoutes, { reads: deps.reads ?? new ReadRouter(deps.sql), write: deps.sql, verifier, limitTeam, pages });
+  await app.register(userRoutes, { reads, write: deps.sql, verifier, limitTeam: limits.limitTeam });
   return app;
 }

@@ -11,6 +11,17 @@ import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
  * or SIGINT asks every worker to shut down gracefully before it exits.
  */
 
+/** What a worker sends the primary once its API listens. */
+export interface ApiListening { hds: 'api-listening'; port: number }
+
+/** Tells the primary, in a worker, that the API listens on `port`; nothing outside a cluster. */
+export function reportApiListening(port: number): void {
+  if (cluster.isWorker) process.send?.({ hds: 'api-listening', port } satisfies ApiListening);
+}
+
+const isApiListening = (message: unknown): message is ApiListening =>
+  typeof message === 'object' && message !== null && (message as ApiListening).hds === 'api-listening';
+
 /** True in the process that should fork workers instead of serving. */
 export function isClusterPrimary(config: Config): boolean {
   return config.workers > 1 && cluster.isPrimary;
@@ -48,13 +59,15 @@ export async function runCluster(config: Config): Promise<void> {
 
   const fork = () => cluster.fork({ DATABASE_URL: url });
 
-  cluster.on('listening', (worker, address) => {
+  // A worker says when its API listens (its metrics listener listens too: the cluster's own 'listening' is both).
+  cluster.on('message', (worker, message: unknown) => {
+    if (!isApiListening(message)) return;
     listened.add(worker);
     startFailures = 0;
-    say(`worker ${worker.process.pid} listening on port ${address.port}`);
+    say(`worker ${worker.process.pid} listening on port ${message.port}`);
     if (demo && !demoShown) {
       demoShown = true;
-      announceDemo(demo, address.port, say);
+      announceDemo(demo, message.port, say);
     }
   });
 

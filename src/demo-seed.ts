@@ -42,7 +42,7 @@ async function* asAsync<T>(items: Iterable<T>): AsyncGenerator<T> {
 export async function seedDemo(sql: Sql): Promise<{ teamId: string; key: string }> {
   const teamId = await createTeam(sql, 'Demo team');
   // Loaded here, not with the server: the import's modules (and its compiled line schema) are otherwise never needed by it.
-  const { importUsers } = await import('./users/import.js');
+  const { importUsers } = await import('./import/import.js');
   await importUsers(sql, asAsync(demoUsers(teamId, DEMO_USERS)));
   const { key } = await issueKey(sql, teamId, 'demo key');
   return { teamId, key };

@@ -1,12 +1,15 @@
+import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { buildApp } from './app.js';
+import { buildApp, type App } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { openDatabase } from './db/database.js';
+import { openDatabase, type Database } from './db/database.js';
+import { logTransitions } from './db/freeze-guard.js';
 import { ReadRouter } from './db/read-router.js';
-import { isClusterPrimary, runCluster } from './cluster.js';
+import { isClusterPrimary, reportApiListening, runCluster } from './cluster.js';
 import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
 import { startMetricsServer } from './http/metrics.js';
-import { LogDestination } from './log-destination.js';
+import { LogDestination } from './http/fast-path/log-destination.js';
+import { purgeDeletedUsers, type PurgedUser } from './users/deletion.js';
 
 /**
  * The process: configuration, database, listen, and an orderly shutdown.
@@ -16,7 +19,10 @@ import { LogDestination } from './log-destination.js';
  */
 async function startServer(config: Config) {
   const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
-  const db = await openDatabase(config, say, 'hds-server');
+  // The freeze guard: requests get a 503 within a second even when the primary stops answering altogether.
+  const db = await openDatabase(config, say, 'hds-server', {
+    freezeGuard: { frozenAfterMs: config.dbFreezeTimeoutMs, checkIntervalMs: Math.floor(config.dbFreezeTimeoutMs / 2) },
+  });
 
   const demo = await seedDemoOnFirstStart(db, config);
 
@@ -31,15 +37,18 @@ async function startServer(config: Config) {
   logFlushTimer.unref();
   const app = await buildApp({ config, sql: db.sql, reads, loggerInstance: logger });
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
+  if (db.guard) logTransitions(db.guard, app.log);
   const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
+  const purgeTimer = schedulePurges(db.sql, config, app.log);
 
   await app.listen({ port: config.port, host: config.host });
-  // METRICS_PORT: /metrics on its own listener (kept open until the end of shutdown), not on the API port.
-  const metricsServer = config.metricsPort === undefined ? undefined
-    : await startMetricsServer(app.metrics.registry, config.metricsPort, config.host);
+  // /metrics on its own listener (kept open until the end of shutdown), never on the API port.
+  const metricsServer = await startMetricsServer(app.metrics, config.metricsPort, config.metricsHost);
+  say(`metrics on http://${formatAddress(metricsServer.server.address())}/metrics`);
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
+  reportApiListening(port);
   if (demo) {
     announceDemo(demo, port, say);
   }
@@ -59,10 +68,11 @@ async function startServer(config: Config) {
       try {
         await app.close();
         clearInterval(flushTimer);
+        clearInterval(purgeTimer);
         await app.verifier.flushUses().catch(() => {});
       } finally {
         clearTimeout(force);
-        await metricsServer?.close();
+        await metricsServer.close();
         await reads.close();
         await db.close();
         clearInterval(logFlushTimer);
@@ -72,6 +82,33 @@ async function startServer(config: Config) {
     return stopping;
   };
   return { app, port, db, shutdown };
+}
+
+function formatAddress(address: string | AddressInfo | null): string {
+  if (!address || typeof address === 'string') return String(address);
+  return address.family === 'IPv6' ? `[${address.address}]:${address.port}` : `${address.address}:${address.port}`;
+}
+
+/** How often each process looks for deleted users past the grace period (passes run one at a time across instances). */
+const PURGE_EVERY_MS = 60_000;
+
+/** Purges deleted users past DELETION_GRACE now and every minute, logging each one purged (never a key: the deleting key's id). */
+function schedulePurges(sql: Database['sql'], config: Config, log: App['log']): NodeJS.Timeout {
+  let running = false;
+  const logPurged = (users: PurgedUser[]) => {
+    for (const u of users) log.info({ team_id: u.team_id, user_id: u.user_id, key_id: u.deleted_by_key }, 'user purged');
+  };
+  const pass = () => {
+    if (running) return;
+    running = true;
+    purgeDeletedUsers(sql, config.deletionGraceMs, logPurged)
+      .catch((err) => log.warn({ err: { code: (err as { code?: string }).code, message: (err as Error).message } }, 'could not purge deleted users'))
+      .finally(() => { running = false; });
+  };
+  pass();
+  const timer = setInterval(pass, PURGE_EVERY_MS);
+  timer.unref();
+  return timer;
 }
 
 async function main(): Promise<void> {

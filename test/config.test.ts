@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
@@ -31,8 +32,50 @@ describe('configuration', () => {
   it('the defaults load', () => {
     const config = loadConfig({});
     assert.equal(config.port, 8000);
-    assert.equal(config.metricsPort, undefined);
+    // /metrics on its own listener, on the loopback, by default.
+    assert.equal(config.metricsPort, 9464);
+    assert.equal(config.metricsHost, '127.0.0.1');
+    assert.deepEqual(config.trustProxy, [], 'no proxy trusted');
+    assert.equal(config.authFailuresPerIp, 50);
     assert.equal(config.databaseUrl, undefined);
+  });
+
+  it('an empty variable counts as unset', () => {
+    const config = loadConfig({ PORT: '', HOST: '', DATABASE_URL: '', METRICS_PORT: '', WORKERS: '', CORS_ORIGINS: '', DEMO_SEED: '' });
+    assert.deepEqual(config, loadConfig({}));
+  });
+
+  it('derives what the code uses from what the variable says', () => {
+    assert.equal(loadConfig({}).pageCacheBytes, 8 * 1024 * 1024);
+    assert.equal(loadConfig({ PAGE_CACHE_MB: '3' }).pageCacheBytes, 3 * 1024 * 1024);
+    assert.equal(loadConfig({}).dataDir, path.resolve('.data'));
+    assert.equal(loadConfig({ DATA_DIR: 'x/y' }).dataDir, path.resolve('x/y'));
+    assert.equal(loadConfig({ WORKERS: 'auto' }).workers, os.availableParallelism());
+    assert.equal(loadConfig({ WORKERS: '3' }).workers, 3);
+    assert.equal(loadConfig({ METRICS_PORT: '9100' }).metricsPort, 9100);
+    assert.equal(loadConfig({ DEMO_SEED: 'no' }).demoSeed, false);
+    const lists = loadConfig({
+      DATABASE_URL: 'postgres://primary/x',
+      DATABASE_READ_URLS: ' postgres://r1/x, ,postgresql://r2/x',
+      CORS_ORIGINS: 'https://a.example.com, http://b.example.com:8080',
+    });
+    assert.deepEqual(lists.databaseReadUrls, ['postgres://r1/x', 'postgresql://r2/x']);
+    assert.deepEqual(lists.corsOrigins, ['https://a.example.com', 'http://b.example.com:8080']);
+  });
+
+  it('says what is wrong, with the value given', () => {
+    assert.deepEqual(problemsOf(BAD_ENV).sort(), [
+      'CORS_ORIGINS entries must be origins like https://app.example.com, got "not an origin"',
+      'DATABASE_URL must use postgres: or postgresql:, got mysql:',
+      'DB_POOL_MAX must be between 1 and 1000, got 0',
+      'DEMO_SEED must be true or false, got "maybe"',
+      'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "loud"',
+      'METRICS_PORT must be between 0 and 65535, got 70000',
+      'PORT must be a whole number, got "eighty"',
+      'REDIS_URL must use redis: or rediss:, got http:',
+    ]);
+    assert.deepEqual(problemsOf({ DATABASE_URL: 'postgres://p/x', DATABASE_READ_URLS: 'nope' }), ['DATABASE_READ_URLS is not a valid URL']);
+    assert.deepEqual(problemsOf({ WORKERS: 'lots' }), ['WORKERS must be a whole number, got "lots"']);
   });
 
   it('one error lists every problem, each naming its variable', () => {

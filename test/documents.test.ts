@@ -3,8 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { importUsers } from '../src/users/import.js';
-import { parsePgTime } from '../src/users/pg-time.js';
+import { importUsers } from '../src/import/import.js';
+import { parsePgTime } from '../src/user-document/pg-time.js';
 import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** The text PostgreSQL stores for an RFC 3339 date-time, or null where the import refuses it. */

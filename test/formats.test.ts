@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { importUsers } from '../src/users/import.js';
+import { importUsers } from '../src/import/import.js';
 import { asApiUser, lines, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
 
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?\+00:00$/;

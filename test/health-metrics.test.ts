@@ -4,7 +4,7 @@ import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { startMetricsServer } from '../src/http/metrics.js';
+import { renderedAtMostEverySecond, startMetricsServer } from '../src/http/metrics.js';
 import { databaseUrl, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface Sample { name: string; labels: Record<string, string>; value: number }
@@ -90,12 +90,8 @@ describe('/metrics', () => {
   let app: App;
   let team: TeamWithUsers;
 
-  const scrape = async (target: App = app) => {
-    const res = await target.inject({ url: '/metrics' });
-    assert.equal(res.statusCode, 200);
-    assert.match(String(res.headers['content-type']), /^text\/plain; version=0\.0\.4/);
-    return parseMetrics(res.body);
-  };
+  /** The app's metrics as its listener renders them, fresh (the listener serves a rendering for a second). */
+  const scrape = async (target: App = app) => parseMetrics(await target.metrics.render());
 
   before(async () => {
     sql = testSql();
@@ -169,21 +165,44 @@ describe('/metrics', () => {
     }
   });
 
-  it('moves to its own listener when METRICS_PORT is set', async () => {
-    const separate = await testApp(sql, { METRICS_PORT: '9' });
-    const server = await startMetricsServer(separate.metrics.registry, 0, '127.0.0.1');
+  it('is served by a listener of its own, never on the API port', async () => {
+    const separate = await testApp(sql);
+    const server = await startMetricsServer(separate.metrics, 0, '127.0.0.1');
     try {
-      assert.equal((await separate.inject({ url: '/metrics' })).statusCode, 404);
+      const onApi = await separate.inject({ url: '/metrics' });
+      assert.equal(onApi.statusCode, 404);
+      assert.deepEqual(onApi.json(), { detail: 'Not Found' });
       await separate.inject({ url: '/healthz' });
       const address = server.server.address();
       assert.ok(address && typeof address === 'object');
       const res = await fetch(`http://127.0.0.1:${address.port}/metrics`);
       assert.equal(res.status, 200);
+      assert.match(String(res.headers.get('content-type')), /^text\/plain; version=0\.0\.4/);
       const samples = parseMetrics(await res.text());
       assert.equal(valueOf(samples, 'http_requests_total', { route: '/healthz', status: '200' }), 1);
     } finally {
       await server.close();
       await separate.close();
+    }
+  });
+
+  it('renders for the listener at most once a second, however often it is scraped', async () => {
+    let renderings = 0;
+    let clock = 0;
+    const render = renderedAtMostEverySecond(async () => `rendering ${++renderings}`);
+    const realNow = Date.now;
+    Date.now = () => clock;
+    try {
+      clock = 10_000;
+      const first = await Promise.all(Array.from({ length: 50 }, () => render()));
+      assert.deepEqual(new Set(first), new Set(['rendering 1']), 'concurrent scrapes share one rendering');
+      clock = 10_999;
+      assert.equal(await render(), 'rendering 1');
+      clock = 11_000;
+      assert.equal(await render(), 'rendering 2');
+      assert.equal(renderings, 2);
+    } finally {
+      Date.now = realNow;
     }
   });
 });

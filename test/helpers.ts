@@ -1,5 +1,7 @@
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, before } from 'node:test';
@@ -9,7 +11,7 @@ import { loadConfig, type Config } from '../src/config.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { createTeam } from '../src/teams/team-store.js';
-import { importUsers } from '../src/users/import.js';
+import { ImportError, importUsers } from '../src/import/import.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 export const GEN_USERS = path.join(ROOT, 'tools', 'gen-users.mjs');
@@ -25,8 +27,12 @@ export function testSql(): Sql {
   return connect(databaseUrl(), { max: 5 });
 }
 
+/** Rate limits out of reach. Every test app has them unless it sets its own: only rate-limit tests should meet a 429. */
+export const NO_RATE_LIMITS = { RATE_LIMIT_PER_IP: '10000000', RATE_LIMIT_PER_TEAM: '10000000', AUTH_FAILURES_PER_IP: '10000000' };
+
+/** The configuration of a test app: the suite's database, silent, limits out of reach, then `env`. */
 export function testConfig(env: Record<string, string> = {}): Config {
-  return loadConfig({ DATABASE_URL: databaseUrl(), LOG_LEVEL: 'silent', ...env });
+  return loadConfig({ DATABASE_URL: databaseUrl(), LOG_LEVEL: 'silent', ...NO_RATE_LIMITS, ...env });
 }
 
 let logFile: pino.DestinationStream | undefined;
@@ -49,9 +55,6 @@ export async function testApp(sql: Sql, env: Record<string, string> = {}): Promi
   const loggerInstance = testLogger();
   return buildApp({ config, sql, ...(loggerInstance ? { loggerInstance } : { logger: false }) });
 }
-
-/** Rate limits out of reach, for tests that send many requests from one address. */
-export const NO_RATE_LIMITS = { RATE_LIMIT_PER_IP: '10000000', RATE_LIMIT_PER_TEAM: '10000000' };
 
 /** A stream that keeps what is written to it, read back as JSON lines. */
 export function collectingStream(): { stream: Writable; lines: () => Record<string, any>[] } {
@@ -175,4 +178,114 @@ export function comparableHeaders(headers: Record<string, unknown>): Record<stri
   const { date: _date, 'x-request-id': _id, ...rest } = headers;
   if (typeof rest.ratelimit === 'string') rest.ratelimit = rest.ratelimit.replace(/;r=\d+;t=\d+/g, ';r=_;t=_');
   return rest;
+}
+
+const sleepMs = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Polls `check` every `everyMs` until it gives a truthy value, and returns
+ * that value (a 0 is not one: return `true` or an object). Waits on a
+ * condition instead of a fixed sleep; the timeout only turns a hang into a
+ * failure naming `what`, so make it generous: a slow machine must never
+ * reach it.
+ */
+export async function until<T>(what: string, timeoutMs: number, check: () => T | undefined | null | false | Promise<T | undefined | null | false>, everyMs = 20): Promise<T> {
+  const start = Date.now();
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleepMs(everyMs);
+  }
+}
+
+/** What a system service's probe found: undefined when the service is there, otherwise what is wrong. */
+export type ServiceProbe = () => string | undefined | Promise<string | undefined>;
+
+export interface ServiceGate {
+  /** Options for describe() or it(): skipped, saying what is missing and how to get it, when the service is missing (outside CI). */
+  readonly options: { skip?: string };
+  /** Throws what is missing and how to get it when the service is missing under CI=true: call it first, in before() or the test. */
+  readonly ensure: () => void;
+}
+
+/**
+ * For tests that need a system service no npm package can bring offline (a
+ * Redis server, a Chromium). When `probe` finds it missing, prints what is
+ * missing and how to get it (`howToGet`), and the tests are skipped with
+ * that message; under CI=true (CI has these services) they run instead and
+ * fail with it. Use with top-level await:
+ *   const redis = await requireRedis();
+ *   describe('…', redis.options, () => { before(redis.ensure); … });
+ */
+export async function requireService(name: string, probe: ServiceProbe, howToGet: string): Promise<ServiceGate> {
+  const problem = await probe();
+  if (problem === undefined) return { options: {}, ensure: () => {} };
+  const what = `${name} is missing (${problem}): ${howToGet}`;
+  if (process.env.CI === 'true') {
+    process.stderr.write(`test: FAIL: ${what}; CI=true, so the tests that need it run and fail\n`);
+    return { options: {}, ensure: () => { throw new Error(`CI=true: these tests must run, and ${what}`); } };
+  }
+  process.stderr.write(`test: skipped: ${what}\n`);
+  return { options: { skip: what }, ensure: () => {} };
+}
+
+/** The Redis of the shared-limit tests: HDS_TEST_REDIS_URL, by default this machine's. */
+export const TEST_REDIS_URL = process.env.HDS_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
+
+/** TEST_REDIS_URL's host and port, for a raw connection to it. */
+export function testRedisAddress(): { host: string; port: number } {
+  const url = new URL(TEST_REDIS_URL);
+  return { host: url.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1', port: Number(url.port || 6379) };
+}
+
+/** Connects to TEST_REDIS_URL and sends PING, each within a second: undefined when PONG comes back, otherwise why not. */
+async function pingTestRedis(): Promise<string | undefined> {
+  const { Redis } = await import('ioredis');
+  const redis = new Redis(TEST_REDIS_URL, {
+    lazyConnect: true, connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null,
+  });
+  // The connection's own error says more than the rejected connect() ("Connection is closed.").
+  let failure: Error | undefined;
+  redis.on('error', (err: Error) => { failure ??= err; });
+  try {
+    await redis.connect();
+    const answer = await redis.ping();
+    return answer === 'PONG' ? undefined : `PING answered ${answer}`;
+  } catch (err) {
+    return `no answer to PING at ${TEST_REDIS_URL}: ${(failure ?? err as Error).message}`;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A Redis server at TEST_REDIS_URL (the shared rate-limit tests). */
+export function requireRedis(): Promise<ServiceGate> {
+  return requireService('Redis', pingTestRedis,
+    'install and start a Redis server (as root: apt-get install -y redis-server && service redis-server start), or set HDS_TEST_REDIS_URL to one that runs');
+}
+
+/** The Chromium the docs page test drives: HDS_TEST_CHROMIUM, by default Debian's. */
+export const TEST_CHROMIUM = process.env.HDS_TEST_CHROMIUM || '/usr/bin/chromium';
+
+/** An executable Chromium at TEST_CHROMIUM (the docs page test). Nothing is installed from the tests. */
+export function requireChromium(): Promise<ServiceGate> {
+  return requireService('Chromium', () => {
+    try {
+      fs.accessSync(TEST_CHROMIUM, fs.constants.X_OK);
+      return undefined;
+    } catch (err) {
+      return `${TEST_CHROMIUM}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`;
+    }
+  }, "install Debian's chromium package (as root: apt-get update && apt-get install -y chromium), or set HDS_TEST_CHROMIUM to a Chromium binary");
+}
+
+/** Awaits an import that must fail with an ImportError at `line` whose reason matches `reason`. */
+export async function rejectsAt(run: Promise<unknown>, line: number, reason: RegExp): Promise<void> {
+  await assert.rejects(run, (err: unknown) => {
+    assert.ok(err instanceof ImportError, String(err));
+    assert.equal(err.line, line, err.message);
+    assert.match(err.reason, reason);
+    return true;
+  });
 }

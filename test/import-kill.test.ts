@@ -11,14 +11,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
-import { databaseUrl, GEN_USERS, ROOT, testSql } from './helpers.js';
+import { databaseUrl, GEN_USERS, NO_RATE_LIMITS, ROOT, testSql, until } from './helpers.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const LINES = 200_000;
 
-function runImport(file: string) {
+function runImport(file: string, tmp: string) {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'hds.ts'), 'import', file], {
-    cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl() }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT, env: { ...process.env, ...NO_RATE_LIMITS, DATABASE_URL: databaseUrl(), TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   child.stdout.on('data', (d) => (output += d));
@@ -62,32 +61,34 @@ describe('import killed midway', () => {
 
   it('leaves nothing behind when killed while streaming, and succeeds when run again', async () => {
     assert.equal(teamIds.length, 3);
-    const first = runImport(file);
-    // Streaming: its COPY is running in the database.
-    const started = Date.now();
-    for (;;) {
-      const copying = await sql`SELECT 1 FROM pg_stat_activity WHERE application_name = 'hds-cli' AND state = 'active' AND query ILIKE 'COPY%'`;
-      if (copying.length > 0) break;
-      assert.equal(first.child.exitCode, null, `the import ended before streaming: ${first.output()}`);
-      assert.ok(Date.now() - started < 30_000, 'the import starts streaming within 30 s');
-      await sleep(20);
-    }
-    await sleep(1000);
+    const first = runImport(file, dir);
+    // Midway: its COPY has streamed rows into the import's transaction, which has not committed.
+    // (A condition, not a fixed pause: a pause would be too short on a slow machine and, on a
+    // fast one, long enough for the whole import to finish.)
+    await until('the import streams rows into the database', 60_000, async () => {
+      assert.equal(first.child.exitCode, null, `the import ended before it was seen streaming: ${first.output()}`);
+      const [copy] = await sql<{ rows: number }[]>`
+        SELECT coalesce(max(p.tuples_processed), 0)::int AS rows
+        FROM pg_stat_progress_copy p JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'hds-cli'`;
+      return copy!.rows > 0;
+    });
     assert.equal(first.child.exitCode, null, 'still importing when killed (midway)');
     first.child.kill('SIGKILL');
     assert.equal((await first.exited).signal, 'SIGKILL');
 
     // Its server session notices the dead client and rolls back.
-    for (const t = Date.now(); (await sql`SELECT 1 FROM pg_stat_activity WHERE application_name = 'hds-cli' AND query ILIKE 'COPY%'`).length > 0;) {
-      assert.ok(Date.now() - t < 10_000, 'the killed import\'s session ends');
-      await sleep(50);
-    }
+    await until('the killed import\'s session ends', 60_000, async () =>
+      (await sql`SELECT 1 FROM pg_stat_activity WHERE application_name = 'hds-cli' AND query ILIKE 'COPY%'`).length === 0);
     assert.deepEqual(await visible(), { users: 0, teams: 0, sample: 0 }, 'nothing of the killed import is visible');
+    const spoolOf = (pid: number) => fs.readdirSync(dir).filter((name) => name.startsWith(`hds-import-${pid}-`));
+    assert.equal(spoolOf(first.child.pid!).length, 1, 'the killed import left its spool behind');
 
-    const second = runImport(file);
+    const second = runImport(file, dir);
     const { code } = await second.exited;
     assert.equal(code, 0, second.output());
     assert.match(second.output(), new RegExp(`imported ${LINES} lines`));
     assert.deepEqual(await visible(), { users: LINES, teams: 3, sample: 3 });
+    assert.deepEqual(spoolOf(first.child.pid!), [], 'the next import removed the killed one\'s spool');
+    assert.deepEqual(spoolOf(second.child.pid!), [], 'and its own');
   });
 });

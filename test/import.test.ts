@@ -1,5 +1,5 @@
 /**
- * The import's two ways of writing (src/users/import.ts): the bulk path that
+ * The import's two ways of writing (src/import/import.ts): the bulk path that
  * rebuilds the users tables and swaps them in, and the merge. Both must give
  * stored rows that equal what the reference definition (user_documents())
  * computes, in list order; the bulk path must lose nothing written while it
@@ -11,10 +11,10 @@ import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { issueKey } from '../src/auth/issue-key.js';
-import { createUser } from '../src/users/queries.js';
+import { createUser } from '../src/users/create.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
-import { ImportError, importUsers, type ImportSummary } from '../src/users/import.js';
-import { generateUsers, lines, NO_RATE_LIMITS, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { importUsers, type ImportSummary } from '../src/import/import.js';
+import { generateUsers, lines, rejectsAt, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** Everything stored about the given teams that a reader could see, checked against the reference definition. */
 async function problems(sql: Sql, teamIds: string[]): Promise<string[]> {
@@ -68,15 +68,6 @@ async function waitForLockWait(sql: Sql, text: string): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   throw new Error(`no session waited for a lock in a statement with "${text}" within 10 s`);
-}
-
-async function rejectsAt(run: Promise<unknown>, line: number, reason: RegExp): Promise<void> {
-  await assert.rejects(run, (err: unknown) => {
-    assert.ok(err instanceof ImportError, String(err));
-    assert.equal(err.line, line, err.message);
-    assert.match(err.reason, reason);
-    return true;
-  });
 }
 
 describe('import: bulk load and merge', () => {
@@ -261,7 +252,7 @@ describe('import: reading while a bulk load swaps the tables', () => {
   before(async () => {
     sql = testSql();
     // The readers below are paced, but a slow machine could still push them past the default team limit.
-    app = await testApp(sql, NO_RATE_LIMITS);
+    app = await testApp(sql);
     team = await teamWithKey(sql);
     const [user] = generateUsers(1).map((u): Record<string, any> => ({ ...u, team_id: team.teamId }));
     await importUsers(sql, lines([user!]));

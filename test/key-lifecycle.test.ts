@@ -11,15 +11,15 @@ import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import type { Sql } from '../src/db/client.js';
-import { databaseUrl, ROOT, teamWithKey, testApp, testSql } from './helpers.js';
+import { databaseUrl, NO_RATE_LIMITS, ROOT, teamWithKey, testApp, testSql, until } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const run = promisify(execFile);
 
-/** The admin CLI as `npm run hds -- ...` runs it (tsx src/cli/hds.ts), on the test database. */
+/** The admin CLI from its sources (`npm run hds` runs the build of the same code), on the test database. */
 async function hds(...args: string[]): Promise<{ stdout: string; stderr: string }> {
   return run(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'hds.ts'), ...args], {
-    cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl() },
+    cwd: ROOT, env: { ...process.env, ...NO_RATE_LIMITS, DATABASE_URL: databaseUrl() },
   });
 }
 
@@ -44,14 +44,22 @@ describe('key lifecycle', () => {
   const status = async (app: App, key: string) =>
     (await app.inject({ url: '/v2/user/?limit=1', headers: { 'x-service-api-key': key } })).statusCode;
 
-  /** Milliseconds from now until `key` is refused on each app (Infinity if not within 2 s). */
-  async function refusedWithin(key: string, from: number): Promise<number[]> {
-    return Promise.all([appA, appB].map(async (app) => {
-      while ((await status(app, key)) !== 401) {
-        if (Date.now() - from > 2000) return Infinity;
+  /**
+   * Asks each app until it refuses `key`, and fails if one accepts a request
+   * sent more than a second after `from`: what must hold is judged by when
+   * each accepted request was sent, not by when the refusal came back (a slow
+   * machine answers late, not wrongly).
+   */
+  async function refusedWithinOneSecond(key: string, from: number, what: string): Promise<void> {
+    await Promise.all([appA, appB].map(async (app) => {
+      for (;;) {
+        const sentAt = Date.now();
+        const code = await status(app, key);
+        if (code === 401) return;
+        assert.equal(code, 200);
+        assert.ok(sentAt - from <= 1000, `${what}: a request sent ${sentAt - from} ms after it was accepted`);
         await sleep(10);
       }
-      return Date.now() - from;
     }));
   }
 
@@ -67,9 +75,21 @@ describe('key lifecycle', () => {
 
   it('refuses a key once its expiry time has passed, on both instances', async () => {
     const team = await teamWithKey(sql);
-    const expiresAt = new Date(Date.now() + 600);
-    const short = await issueKey(sql, team.teamId, 'short-lived', expiresAt);
-    for (const app of [appA, appB]) assert.equal(await status(app, short.key), 200);
+    // The key must be seen working before it expires: a lifetime too short for this machine
+    // to issue it and ask both instances is tried again, twice as long.
+    let short: Awaited<ReturnType<typeof issueKey>>;
+    let expiresAt: Date;
+    for (let lifetimeMs = 600; ; lifetimeMs *= 2) {
+      expiresAt = new Date(Date.now() + lifetimeMs);
+      short = await issueKey(sql, team.teamId, `short-lived ${lifetimeMs} ms`, expiresAt);
+      const codes = [await status(appA, short.key), await status(appB, short.key)];
+      if (Date.now() < expiresAt.getTime()) {
+        assert.deepEqual(codes, [200, 200]);
+        break;
+      }
+      assert.ok(lifetimeMs < 60_000, 'never asked both instances within a key\'s lifetime');
+    }
+    // The expiry passing is what is tested here: this wait is the behaviour, not a guess at speed.
     await sleep(Math.max(0, expiresAt.getTime() - Date.now()));
     // Expiry is checked against the clock on every request: no cache delay at all.
     for (const app of [appA, appB]) assert.equal(await status(app, short.key), 401);
@@ -80,15 +100,21 @@ describe('key lifecycle', () => {
     const team = await teamWithKey(sql);
     const unknown = `hds_${'x'.repeat(43)}`;
     const before = appA.verifier.lookups;
+    const started = Date.now();
     for (let i = 0; i < 30; i++) {
       assert.equal(await status(appA, unknown), 401);
       if (i % 10 === 0) assert.equal(await status(appA, team.key), 200);
     }
-    assert.equal(appA.verifier.lookups - before, 2, 'one lookup for the unknown key, one for the valid key');
+    // One lookup per key per cache period (KEY_CACHE_TTL_MS, 500 ms by default): 2 when the flood
+    // fits in one period, as it does on any ordinary machine; a slower one spans more periods.
+    const periods = 1 + Math.floor((Date.now() - started) / 500);
+    const lookups = appA.verifier.lookups - before;
+    assert.ok(lookups >= 2 && lookups <= 2 * periods, `${lookups} lookups in ${periods} cache period(s): one per key and period expected`);
     // After the cache period the refusal is checked against the database again, as a revocation would be.
+    // The period passing is what is tested here: this wait is the behaviour, not a guess at speed.
     await sleep(600);
     assert.equal(await status(appA, unknown), 401);
-    assert.equal(appA.verifier.lookups - before, 3);
+    assert.equal(appA.verifier.lookups - before, lookups + 1);
   });
 
   it('keys rotate --grace 24h: a new key at once, the old one kept for the grace period', async () => {
@@ -112,7 +138,7 @@ describe('key lifecycle', () => {
     const { stdout } = await hds('keys', 'rotate', '--team', team.teamId, '--grace', '0s');
     const rotatedAt = Date.now();
     const newKey = stdout.trim().split('\n').at(-1)!;
-    for (const ms of await refusedWithin(team.key, rotatedAt)) assert.ok(ms <= 1000, `old key refused only after ${ms} ms`);
+    await refusedWithinOneSecond(team.key, rotatedAt, 'old key after the rotation');
     for (const app of [appA, appB]) assert.equal(await status(app, newKey), 200);
   });
 
@@ -122,7 +148,7 @@ describe('key lifecycle', () => {
     for (const app of [appA, appB]) assert.equal(await status(app, team.key), 200);
     await hds('keys', 'revoke', team.keyId);
     const revokedAt = Date.now();
-    for (const ms of await refusedWithin(team.key, revokedAt)) assert.ok(ms <= 1000, `revoked key refused only after ${ms} ms`);
+    await refusedWithinOneSecond(team.key, revokedAt, 'revoked key');
     assert.equal(await status(appB, spare.key), 200, 'revoking one key leaves the others');
   });
 
@@ -137,15 +163,17 @@ describe('key lifecycle', () => {
 
   it('records last-used times in batches, not with a write per request', async () => {
     const team = await teamWithKey(sql);
+    const firstUse = Date.now();
     for (let i = 0; i < 5; i++) assert.equal(await status(appA, team.key), 200);
     const lastUsed = async () => (await sql<{ t: Date | null }[]>`SELECT last_used_at AS t FROM api_keys WHERE key_id = ${team.keyId}`)[0]!.t;
     assert.equal(await lastUsed(), null, 'requests alone wrote nothing');
     const beforeFlush = Date.now();
     await appA.verifier.flushUses();
     const t = await lastUsed();
-    assert.ok(t && t.getTime() <= beforeFlush && beforeFlush - t.getTime() < 5000, `last_used_at ${t?.toISOString()}`);
+    // The time of one of the requests above: however long they took.
+    assert.ok(t && t.getTime() >= firstUse && t.getTime() <= beforeFlush, `last_used_at ${t?.toISOString()}`);
     // A second flush with nothing new writes nothing; a later use moves the time forward.
-    await sleep(20);
+    await until('the clock passes the recorded use', 10_000, () => Date.now() > t.getTime());
     assert.equal(await status(appA, team.key), 200);
     await appA.verifier.flushUses();
     assert.ok((await lastUsed())!.getTime() > t.getTime());

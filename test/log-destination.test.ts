@@ -1,5 +1,5 @@
 /**
- * The service's log destination (src/log-destination.ts): lines arrive
+ * The service's log destination (src/http/fast-path/log-destination.ts): lines arrive
  * whole, in order, byte for byte, when the buffer fills, on flush, and when
  * the reader of a pipe is slower than the writer.
  */
@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import pino from 'pino';
-import { LogDestination } from '../src/log-destination.js';
+import { LogDestination } from '../src/http/fast-path/log-destination.js';
 
 describe('log destination', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-logdest-'));
@@ -55,6 +55,27 @@ describe('log destination', () => {
     close();
   });
 
+
+  it('writes a line given in three parts whole, in one flush, and one bigger than the buffer whole too', () => {
+    const { destination, read, close } = fileDestination(512);
+    destination.write('{"n":0}\n');
+    const ids = JSON.stringify(Array.from({ length: 4 }, (_, i) => `${i}-é-id`));
+    destination.writeLine('{"n":1,"ids":', ids, '}\n');
+    assert.equal(read(), '', 'held like a line written whole');
+    // Fills the buffer so that the next three-part line does not fit: the buffer is written out before it, never half of it.
+    destination.write(`{"pad":"${'x'.repeat(300)}"}\n`);
+    destination.writeLine('{"n":2,"ids":', ids, '}\n');
+    const written = read();
+    assert.ok(written.endsWith('}\n') && !written.includes('"n":2'), 'the line that did not fit waits for the next flush, whole');
+    const huge = JSON.stringify(Array.from({ length: 100 }, (_, i) => `user-${i}-🩺`));
+    destination.writeLine('{"n":3,"ids":', huge, '}\n');
+    destination.flush();
+    const lines = read().trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(lines.map((l) => l.n ?? 'pad'), [0, 1, 'pad', 2, 3]);
+    assert.deepEqual(lines[4].ids, JSON.parse(huge));
+    assert.deepEqual(lines[3].ids, JSON.parse(ids));
+    close();
+  });
   it("serves as pino's destination: pino's lines and hand-written ones share one order", () => {
     const { destination, read, close } = fileDestination();
     const logger = pino({ base: null, timestamp: false }, destination);

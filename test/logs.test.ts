@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
-import { lazyChildLogger } from '../src/http/request-log.js';
+import { lazyChildLogger } from '../src/http/fast-path/lazy-child-logger.js';
 import type { Sql } from '../src/db/client.js';
 import { collectingStream, teamWithUsers, testConfig, testSql, type TeamWithUsers } from './helpers.js';
 import { scanLogsForKeys } from './key-leak-scan.js';

@@ -1,6 +1,9 @@
 /**
  * Two service instances on one database behave as one service. Each instance
- * here is its own app with its own pool, as two processes would have.
+ * here is its own app with its own pool, as two processes would have. The
+ * shared-Redis suite needs a Redis server (HDS_TEST_REDIS_URL, by default
+ * 127.0.0.1:6379): without one it is skipped, saying how to get it, except
+ * under CI=true, where it fails.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -9,9 +12,10 @@ import type { App } from '../src/app.js';
 import { revokeKey } from '../src/auth/key-store.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { migrate, migrationFiles } from '../src/db/migrate.js';
-import { databaseUrl, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { databaseUrl, NO_RATE_LIMITS, requireRedis, teamWithKey, testApp, testSql, TEST_REDIS_URL, type TestTeam } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const redis = await requireRedis();
 
 interface Instances { sqlA: Sql; sqlB: Sql; appA: App; appB: App }
 
@@ -45,14 +49,19 @@ describe('two instances on one database', () => {
     for (const app of [appA, appB]) assert.equal((await list(app, team)).statusCode, 200);
     assert.ok(await revokeKey(sqlA, team.keyId));
     const revokedAt = Date.now();
-    const refusedAfter = await Promise.all([appA, appB].map(async (app) => {
-      while ((await list(app, team)).statusCode !== 401) {
-        if (Date.now() - revokedAt > 2000) return Infinity;
+    // Each instance is asked until it refuses the key. What must hold is that no request sent more
+    // than a second after the revocation is accepted: measured by when the last accepted one was
+    // sent, not by when the refusal came back (a slow machine answers late, not wrongly).
+    await Promise.all([appA, appB].map(async (app) => {
+      for (;;) {
+        const sentAt = Date.now();
+        const status = (await list(app, team)).statusCode;
+        if (status === 401) return;
+        assert.equal(status, 200);
+        assert.ok(sentAt - revokedAt <= 1000, `a request sent ${sentAt - revokedAt} ms after the revocation was accepted`);
         await sleep(10);
       }
-      return Date.now() - revokedAt;
     }));
-    for (const ms of refusedAfter) assert.ok(ms <= 1000, `refused only after ${ms} ms`);
   });
 
   it('a user created on one instance is readable on the other at once, and its client_user_id is taken on both', async () => {
@@ -111,13 +120,13 @@ describe('migrations started by several instances at once', () => {
 // Written through the HTTP surface and the documented settings only, so that it
 // holds whatever the store's internals.
 
-describe('two instances sharing one Redis', () => {
+describe('two instances sharing one Redis', redis.options, () => {
   const LIMIT = 12;
   const env = {
-    REDIS_URL: 'redis://127.0.0.1:6379',
+    REDIS_URL: TEST_REDIS_URL,
     RATE_LIMIT_PER_TEAM: String(LIMIT),
     // The per-IP limit is out of the way: every injected request comes from 127.0.0.1.
-    RATE_LIMIT_PER_IP: '10000000',
+    RATE_LIMIT_PER_IP: NO_RATE_LIMITS.RATE_LIMIT_PER_IP,
     // A long window: a window boundary falling inside the test would legitimately allow more.
     RATE_LIMIT_WINDOW_S: '3600',
   };
@@ -125,6 +134,8 @@ describe('two instances sharing one Redis', () => {
   let appA: App;
   let appB: App;
 
+  // First: without Redis (under CI=true) the suite fails here, saying what is missing, before any app is built.
+  before(redis.ensure);
   twoInstances(env, (i) => ({ sqlA, appA, appB } = i));
 
   it('never lets a team exceed one limit across both instances', async () => {

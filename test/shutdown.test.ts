@@ -12,27 +12,16 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { ROOT } from './helpers.js';
-import { freePort } from '../src/free-port.js';
+import { NO_RATE_LIMITS, ROOT, until } from './helpers.js';
+import { freePort } from '../src/db/free-port.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const GRACE_MS = 4000;
 
-
-async function until<T>(what: string, timeoutMs: number, check: () => T | undefined | false | Promise<T | undefined | false>): Promise<T> {
-  const start = Date.now();
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() - start > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
-
 interface Server { child: ChildProcess; out: () => string; err: () => string; exited: Promise<{ code: number | null; at: number }> }
 
 function startServer(dataDir: string, port: number): Server {
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: String(GRACE_MS) };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...NO_RATE_LIMITS, PORT: String(port), HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: String(GRACE_MS), METRICS_PORT: '0' };
   delete env.DATABASE_URL;
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'server.ts')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -89,36 +78,40 @@ describe('graceful shutdown of the server process', () => {
     port = await freePort();
     server = startServer(dataDir, port);
     const key = await until('the demo key is printed', 45_000, () => /x-service-api-key: (hds_[A-Za-z0-9_-]{43})/.exec(server!.out())?.[1]);
-    const before = await until('the service answers', 10_000, () => total(port, key));
+    const before = await until('the service answers', 30_000, () => total(port, key));
 
     // A: a create whose body is still arriving when SIGTERM comes. B: a client that never finishes its body.
     const body = JSON.stringify({ client_user_id: 'created-during-shutdown' });
-    const head = (length: number) => `POST /v2/user/ HTTP/1.1\r\nHost: x\r\nx-service-api-key: ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`;
+    // Expect: 100-continue: the server answers 100 Continue once it has read a request's headers.
+    const head = (length: number) => `POST /v2/user/ HTTP/1.1\r\nHost: x\r\nx-service-api-key: ${key}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\nexpect: 100-continue\r\n\r\n`;
     const a = rawConnection(port);
     const b = rawConnection(port);
     await Promise.all([a.ready, b.ready]);
     a.socket.write(head(body.length) + body.slice(0, 10));
     b.socket.write(head(100) + '{"client_');
-    await sleep(300);
+    // A and B must be in flight when SIGTERM comes: the server has read their headers.
+    await until('A and B are in flight', 30_000, () => [a, b].every((c) => c.state.received.startsWith('HTTP/1.1 100 Continue\r\n\r\n')));
+    const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n'.length;
 
     const postmasterPid = Number(fs.readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
     const signalledAt = Date.now();
     server.child.kill('SIGTERM');
-    await until('shutdown starts', 2000, () => server!.err().includes('SIGTERM: shutting down'));
-    await sleep(200);
-    assert.equal(await canConnect(port), false, 'a new connection is refused once shutdown has begun');
+    await until('shutdown starts', GRACE_MS, () => server!.err().includes('SIGTERM: shutting down'));
+    // The listener closes as shutdown begins; A, still unanswered, keeps the process up meanwhile.
+    await until('a new connection is refused once shutdown has begun', GRACE_MS, async () => !(await canConnect(port)));
+    assert.equal(server.child.exitCode, null, 'the process still runs (A is in flight) when new connections are refused');
 
     // The rest of A's body, and right behind it a second request on the same connection.
     a.socket.write(body.slice(10) + `GET /v2/user/?limit=1 HTTP/1.1\r\nHost: x\r\nx-service-api-key: ${key}\r\n\r\n`);
-    await until('A is answered', 3000, () => a.state.received.includes('"client_user_id":"created-during-shutdown"'));
-    assert.match(a.state.received, /^HTTP\/1\.1 200 /, 'the request in flight completed');
-    const created = JSON.parse(/\r\n\r\n(\{[^\r]*?"client_user_id":"created-during-shutdown"\})/.exec(a.state.received)![1]!) as { user_id: string };
-    await until('the request after SIGTERM is answered', 3000, () => /HTTP\/1\.1 503/.test(a.state.received));
+    await until('A is answered', 30_000, () => a.state.received.includes('"client_user_id":"created-during-shutdown"'));
+    assert.match(a.state.received.slice(CONTINUE), /^HTTP\/1\.1 200 /, 'the request in flight completed');
+    const created = { user_id: /"user_id":"([0-9a-f-]{36})","team_id":"[0-9a-f-]{36}","client_user_id":"created-during-shutdown"/.exec(a.state.received)![1]! };
+    await until('the request after SIGTERM is answered', 30_000, () => /HTTP\/1\.1 503/.test(a.state.received));
     const second = a.state.received.slice(a.state.received.indexOf('HTTP/1.1 503'));
     assert.match(second, /\r\nretry-after: 1\r\n/i);
     assert.match(second, /\r\nconnection: close\r\n/i);
     assert.match(second, /\{"detail":"Service Unavailable"\}$/);
-    await until('the connection is closed after the 503', 2000, () => a.state.closed);
+    await until('the connection is closed after the 503', 30_000, () => a.state.closed);
 
     const { code, at } = await server.exited;
     assert.equal(code, 0);

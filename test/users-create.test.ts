@@ -46,15 +46,19 @@ describe('POST /v2/user/', () => {
   }
 
   describe('success', () => {
-    it('answers 200 with the new user_id and the client_user_id, and nothing else', async () => {
+    it('answers 200 with the whole new user, as GET answers it', async () => {
       const clientUserId = unique('ok');
-      const res = await create({ client_user_id: clientUserId });
+      const res = await create({ client_user_id: clientUserId, fallback_time_zone: 'Asia/Tokyo' });
       assert.equal(res.statusCode, 200, res.body);
       assert.match(String(res.headers['content-type']), /^application\/json/);
       const body = res.json();
-      assert.deepEqual(Object.keys(body).sort(), ['client_user_id', 'user_id']);
+      assert.deepEqual(Object.keys(body), [
+        'user_id', 'team_id', 'client_user_id', 'created_on', 'connected_sources', 'fallback_time_zone',
+        'fallback_birth_date', 'ingestion_start', 'ingestion_end',
+      ]);
       assert.match(body.user_id, UUID);
       assert.equal(body.client_user_id, clientUserId);
+      assert.equal(res.body, (await get(`/v2/user/${body.user_id}`)).body);
     });
 
     it('makes the user readable by GET and by resolve, with the given values', async () => {
@@ -113,8 +117,9 @@ describe('POST /v2/user/', () => {
         assert.match(String(res.headers['content-type']), /^application\/json/);
         const { detail } = res.json();
         assert.deepEqual(Object.keys(res.json()), ['detail']);
-        assert.equal(detail.error_type, 'client_user_id_already_exists');
-        assert.equal(typeof detail.error_message, 'string');
+        // The upstream's exact strings: clients match on them.
+        assert.equal(detail.error_type, 'INVALID_REQUEST');
+        assert.equal(detail.error_message, 'Client user id already exists.');
         assert.equal(detail.user_id, existing.user_id);
         assert.equal(detail.created_on, existing.created_on);
       }
@@ -261,11 +266,24 @@ describe('POST /v2/user/', () => {
   });
 
   describe('the body', () => {
-    it('refuses unknown fields', async () => {
-      const res = await create({ client_user_id: unique('extra'), team_id: randomUUID(), user_id: randomUUID() });
-      assert.equal(res.statusCode, 422);
-      const items = res.json().detail.map((i: { loc: string[]; type: string }) => [i.loc.join('.'), i.type]).sort();
-      assert.deepEqual(items, [['body.team_id', 'extra_forbidden'], ['body.user_id', 'extra_forbidden']]);
+    it('ignores unknown fields, as the upstream does: a team_id or user_id in the body changes nothing', async () => {
+      const foreignTeam = randomUUID(), chosenId = randomUUID();
+      const res = await create({ client_user_id: unique('extra'), team_id: foreignTeam, user_id: chosenId, colour: 'blue' });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json().team_id, team.teamId);
+      assert.notEqual(res.json().user_id, chosenId);
+      assert.equal(res.json().colour, undefined);
+    });
+
+    it('refuses a body that is not a JSON object, as pydantic words it', async () => {
+      for (const payload of ['[]', '"abc"', '42', 'null', '[{"client_user_id":"x"}]']) {
+        const res = await create(payload, { headers: { 'content-type': 'application/json' } });
+        assert.equal(res.statusCode, 422, payload);
+        assert.deepEqual(res.json().detail, [{
+          type: 'model_attributes_type', loc: ['body'], msg: 'Input should be a valid dictionary or object to extract fields from',
+          input: JSON.parse(payload),
+        }], payload);
+      }
     });
 
     it('accepts JSON sent with a charset parameter or in another letter case', async () => {

@@ -30,7 +30,7 @@ describe('GET /v2/user/{user_id}', () => {
     for (const [i, res] of answers.entries()) {
       const { user, mine } = asks[i]!;
       if (mine) assert.equal(res.json().user_id, user.user_id);
-      else assert.deepEqual([res.statusCode, res.json()], [404, { detail: 'User not found' }]);
+      else assert.deepEqual([res.statusCode, res.json()], [404, { detail: 'Not found' }]);
     }
     const upper = await app.inject({ url: `/v2/user/${team.users[0]!.user_id.toUpperCase()}`, headers: { 'x-service-api-key': team.key } });
     assert.equal(upper.json().user_id, team.users[0]!.user_id, 'an upper-case id finds the user too');
@@ -42,6 +42,6 @@ describe('GET /v2/user/{user_id}', () => {
     assert.equal(foreign.statusCode, 404);
     assert.equal(foreign.body, unknown.body);
     assert.deepEqual(comparableHeaders(foreign.headers), comparableHeaders(unknown.headers));
-    assert.deepEqual(foreign.json(), { detail: 'User not found' });
+    assert.deepEqual(foreign.json(), { detail: 'Not found' });
   });
 });

@@ -3,7 +3,7 @@ import { randomInt } from 'node:crypto';
 import { before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { importUsers } from '../src/users/import.js';
+import { importUsers } from '../src/import/import.js';
 import { appWithTwoTeams, asApiUser, byListOrder, canonicalTimes, generateUsers, lines, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
 
 type ApiUser = Record<string, any> & { user_id: string; created_on: string };

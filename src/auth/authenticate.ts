@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { unauthorized } from '../errors.js';
-import type { Caller, KeyVerifier } from './key-verifier.js';
+import { UNAUTHORIZED, unauthorized } from '../errors/catalogue.js';
+import { KEY_NOT_CACHED, type Caller, type KeyVerifier } from './key-verifier.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -9,6 +9,13 @@ declare module 'fastify' {
 }
 
 export const API_KEY_HEADER = 'x-service-api-key';
+/** The upstream's header, which its SDK sends: accepted too, so that the SDK works configured with its key alone. */
+export const UPSTREAM_API_KEY_HEADER = 'x-vital-api-key';
+
+/** Sends the catalogue's pre-rendered 401. */
+function refuse(reply: FastifyReply): void {
+  reply.code(UNAUTHORIZED.statusCode).headers(UNAUTHORIZED.headers).type('application/json; charset=utf-8').send(UNAUTHORIZED.body);
+}
 
 /**
  * Adds an onRequest hook to every route of `scope`: authentication runs
@@ -16,27 +23,21 @@ export const API_KEY_HEADER = 'x-service-api-key';
  * valid key learns nothing about the resource.
  */
 export function requireApiKey(scope: FastifyInstance, verifier: KeyVerifier): void {
-  // Every refusal is the same answer (missing, malformed, unknown, revoked and expired keys are
-  // indistinguishable), so it is built once, body bytes included: floods of bad keys cost no Error,
-  // no error-handler pass and no serialisation.
-  const refusal = unauthorized();
-  const refusalBody = Buffer.from(JSON.stringify({ detail: refusal.detail }));
-  const refuse = (reply: FastifyReply) =>
-    reply.code(refusal.statusCode).headers(refusal.headers).type('application/json; charset=utf-8').send(refusalBody);
-
   // The outcome of a check: the caller is set, or the request refused.
   const decide = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction, caller: Caller | undefined) => {
-    if (!caller) return void refuse(reply);
+    if (!caller) return refuse(reply);
     request.caller = caller;
     done();
   };
 
-  // Callback style: a cached or malformed key is judged synchronously, with no promise and no closure per request.
+  // Callback style: a cached or malformed key is judged at once, with no promise and no closure per request.
   scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const header = request.headers[API_KEY_HEADER];
-    const result = verifier.verify(typeof header === 'string' ? header : undefined);
-    if (result instanceof Promise) result.then((caller) => decide(request, reply, done, caller), done);
-    else decide(request, reply, done, result);
+    // Ours wins when both are sent.
+    const header = request.headers[API_KEY_HEADER] ?? request.headers[UPSTREAM_API_KEY_HEADER];
+    const presented = typeof header === 'string' ? header : undefined;
+    const known = verifier.verifyCached(presented);
+    if (known !== KEY_NOT_CACHED) return decide(request, reply, done, known);
+    verifier.verifyByLookup(presented!).then((caller) => decide(request, reply, done, caller), done);
   });
 }
 

@@ -14,6 +14,9 @@ interface CacheEntry {
 
 const MAX_ENTRIES = 10_000;
 
+/** verifyCached()'s answer when only a database lookup can tell: call verifyByLookup(). */
+export const KEY_NOT_CACHED = Symbol('key not cached');
+
 /**
  * Verifies API keys. A key's record is kept in memory for at most `ttlMs`
  * (under a second), so a revocation made on any instance is seen by all
@@ -33,7 +36,7 @@ export class KeyVerifier {
   private readonly inflight = new Map<string, Promise<CacheEntry>>();
   /** Last use per key id, as epoch ms (a Date per request would be garbage): written by flushUses(). */
   private readonly uses = new Map<string, number>();
-  /** Database lookups (cache misses), and verify() outcomes: read by src/http/metrics.ts. */
+  /** Database lookups (cache misses), and verification outcomes: read by src/http/metrics.ts. */
   lookups = 0;
   accepted = 0;
   rejected = 0;
@@ -41,20 +44,28 @@ export class KeyVerifier {
   constructor(private readonly sql: Sql, private readonly ttlMs: number) {}
 
   /**
-   * The caller the key stands for, or undefined when it is refused. Answers
-   * at once, without a promise, when nothing must be fetched (a malformed key,
-   * or one looked up less than `ttlMs` ago): the common case costs no
-   * microtask turn.
+   * The caller the key stands for, or undefined when it is refused, when that
+   * is known now: a missing or malformed key, or one looked up less than
+   * `ttlMs` ago. KEY_NOT_CACHED otherwise: then verifyByLookup() answers.
+   * Two functions rather than one returning a value or a promise: the common
+   * case costs no promise and no microtask turn, and no caller has to test
+   * which of the two it got.
    */
-  verify(presented: string | undefined): Caller | undefined | Promise<Caller | undefined> {
+  verifyCached(presented: string | undefined): Caller | undefined | typeof KEY_NOT_CACHED {
     if (presented === undefined || !isWellFormedKey(presented)) return this.outcome(undefined);
     const now = Date.now();
     const refusedAt = this.refused.get(presented);
     if (refusedAt !== undefined && now - refusedAt < this.ttlMs) return this.outcome(undefined);
-    const id = hashKeyText(presented);
-    const hit = this.cache.get(id);
+    const hit = this.cache.get(hashKeyText(presented));
     if (hit && now - hit.fetchedAt < this.ttlMs) return this.judge(presented, hit, now);
-    return this.fetch(id).then((entry) => this.judge(presented, entry, Date.now()));
+    return KEY_NOT_CACHED;
+  }
+
+  /** The caller the key stands for, or undefined when it is refused, looked up in the database (one lookup per key at a time). */
+  async verifyByLookup(presented: string): Promise<Caller | undefined> {
+    if (!isWellFormedKey(presented)) return this.outcome(undefined);
+    const entry = await this.fetch(hashKeyText(presented));
+    return this.judge(presented, entry, Date.now());
   }
 
   /** The caller of a looked-up key; a refusal is remembered for as long as the entry it was read from. */

@@ -3,15 +3,16 @@ import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig } from '../config.js';
+import { ConfigError, loadConfig, parseDuration, type Config } from '../config.js';
 import { openDatabase, type Database } from '../db/database.js';
 import { issueKey } from '../auth/issue-key.js';
 import { expireOtherKeys, listKeys, revokeKey } from '../auth/key-store.js';
 import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
-import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../users/import.js';
-import { exportUsers } from '../users/export.js';
-import { isUuid } from '../users/rules.js';
-import { parseDuration } from './duration.js';
+import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../import/import.js';
+import { exportUsers } from '../import/export.js';
+import { purgeDeletedUsers } from '../users/deletion.js';
+import { isUuid } from '../user-document/rules.js';
+
 import { renderTable } from './table.js';
 
 class UsageError extends Error {}
@@ -23,7 +24,7 @@ interface Command {
   summary: string;
   options: Options;
   positionals: number;
-  run(db: Database, values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<void>;
+  run(db: Database, values: Record<string, string | boolean | undefined>, positionals: string[], config: Config): Promise<void>;
 }
 
 const out = (line: string) => process.stdout.write(line + '\n');
@@ -140,6 +141,16 @@ const COMMANDS: Record<string, Command> = {
       await pipeline(Readable.from(exportUsers(db.sql, teamId)), process.stdout, { end: false });
     },
   },
+  purge: {
+    usage: 'purge', summary: 'purge the users deleted longer ago than DELETION_GRACE (the service does it every minute too)',
+    options: {}, positionals: 0,
+    async run(db, _v, _p, config) {
+      const purged = await purgeDeletedUsers(db.sql, config.deletionGraceMs, (users) => {
+        for (const u of users) process.stderr.write(`purged user ${u.user_id} of team ${u.team_id}\n`);
+      });
+      out(`purged ${purged} user${purged === 1 ? '' : 's'}`);
+    },
+  },
   migrate: {
     usage: 'migrate', summary: 'apply pending database migrations',
     options: {}, positionals: 0,
@@ -199,7 +210,7 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   const db = await openDatabase(config, (msg) => process.stderr.write(`hds: ${msg}\n`), 'hds-cli');
   try {
-    await command.run(db, parsed.values, parsed.positionals);
+    await command.run(db, parsed.values, parsed.positionals, config);
   } finally {
     await db.close();
   }

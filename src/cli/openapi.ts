@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { buildOpenApiDocument, openApiText } from '../http/openapi-document.js';
+import { buildOpenApiDocument, openApiText } from './openapi-document.js';
 
 const target = fileURLToPath(new URL('../../openapi.json', import.meta.url));
 fs.writeFileSync(target, openApiText(await buildOpenApiDocument()));

@@ -123,7 +123,7 @@ export class BinaryCopyWriter {
     this.length += 12;
   }
 
-  /** A date, as days since PostgreSQL's epoch (src/users/pg-time.ts: dateDays). */
+  /** A date, as days since PostgreSQL's epoch (src/user-document/pg-time.ts: dateDays). */
   date(days: number | null): void {
     if (days === null) return this.null();
     this.int4(days);

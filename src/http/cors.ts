@@ -1,6 +1,6 @@
 import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
-import { API_KEY_HEADER } from '../auth/authenticate.js';
+import { API_KEY_HEADER, UPSTREAM_API_KEY_HEADER } from '../auth/authenticate.js';
 
 /**
  * CORS is off unless CORS_ORIGINS lists the browser origins allowed to call
@@ -17,8 +17,8 @@ export async function registerCors(app: FastifyInstance, origins: string[]): Pro
     origin: (origin, cb) => cb(null, origin !== undefined && allowed.has(origin) ? origin : false),
     // A lax preflight check: its strict 400 would be plain text, not our error shape.
     strictPreflight: false,
-    methods: ['GET', 'HEAD', 'POST'],
-    allowedHeaders: [API_KEY_HEADER, 'content-type', 'x-request-id'],
+    methods: ['GET', 'HEAD', 'POST', 'PATCH', 'DELETE'],
+    allowedHeaders: [API_KEY_HEADER, UPSTREAM_API_KEY_HEADER, 'content-type', 'x-request-id'],
     exposedHeaders: ['x-request-id', 'retry-after', 'ratelimit', 'ratelimit-policy'],
     maxAge: 600,
   });

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, internal, invalid, pathNotFound, payloadTooLarge, unavailable } from '../errors.js';
-import { isDatabaseUnavailable } from '../db/errors.js';
-import { toValidationItems } from './validation.js';
+import { ApiError, internal, invalid, pathNotFound, payloadTooLarge, unavailable } from '../errors/catalogue.js';
+import { isDatabaseFrozen, isDatabaseUnavailable } from '../db/errors.js';
+import { toValidationItems } from '../validation/items.js';
 
 /** Maps anything thrown to the contract's wire format; the one place that does. */
 export function toApiError(err: FastifyError, request: FastifyRequest): ApiError {
@@ -30,10 +30,19 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
+    // The client went away in the middle of its body (the stream's ECONNRESET, not a database's): nobody to answer.
+    if (request.raw.readableAborted) {
+      request.log.info({ err: { code: err.code, message: err.message } }, 'request aborted by the client');
+      return reply.code(400).send();
+    }
     const error = toApiError(err, request);
     if (error.statusCode >= 500) {
-      if (error.statusCode === 503) request.log.warn({ err: { code: err.code, message: err.message } }, 'database unavailable');
-      else request.log.error({ err }, 'unhandled error');
+      if (error.statusCode === 503) {
+        // A frozen database is logged once per outage by its guard (src/db/freeze-guard.ts), not once per request.
+        if (!isDatabaseFrozen(err)) request.log.warn({ err: { code: err.code, message: err.message } }, 'database unavailable');
+      } else {
+        request.log.error({ err }, 'unhandled error');
+      }
     }
     return sendError(reply, error);
   });

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import type { Sql } from '../db/client.js';
 import { migrationsCurrent } from '../db/migrate.js';
-import { unavailable } from '../errors.js';
-import { ErrorMessage } from '../users/schemas.js';
+import { unavailable } from '../errors/catalogue.js';
+import { ErrorMessage } from '../errors/schemas.js';
 
 const Status = Type.Object({ status: Type.String() });
 const PROBE = { tags: ['operations'], security: [] };

@@ -1,13 +1,15 @@
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifySchema } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import { RequestStats } from './request-stats.js';
-import { routePattern } from './route-pattern.js';
-import type { KeyVerifier } from '../auth/key-verifier.js';
+import { RequestStats } from './fast-path/request-stats.js';
+import { routePattern } from './fast-path/route-pattern.js';
 import type { Sql } from '../db/client.js';
-import type { PageCache } from '../users/page-cache.js';
 
 export interface AppMetrics {
   registry: Registry;
+  /** The whole exposition text: the registry's metrics and the request counts (./fast-path/request-stats.ts). */
+  render(): Promise<string>;
+  /** Counts an answer that no route's hooks saw (the HTTP parser's refusals, src/http/client-errors.ts). */
+  recordRequest(method: string, route: string, status: number, seconds: number): void;
   /** Incremented by the rate limiter for every 429 it answers; `scope` is what ran out (team, ip). */
   rateLimitRejections: Counter<'scope'>;
 }
@@ -20,36 +22,37 @@ declare module 'fastify' {
 
 export interface MetricsDeps {
   sql: Sql;
-  verifier: KeyVerifier;
-  pages: PageCache;
+  /** Key verifications and their database lookups (src/auth/key-verifier.ts). */
+  keys: { accepted: number; rejected: number; lookups: number };
+  /** List pages answered from memory and from the database (src/users/reads.ts). */
+  pages: { hits: number; misses: number };
   poolMax: number;
-  /** Serve /metrics on the app's own port (false when METRICS_PORT moves it to its own server). */
-  serveOnAppPort: boolean;
 }
 
-const HIDDEN = { hide: true } as FastifySchema;
+/** How long a rendering of the metrics is served again. */
+const RENDER_EVERY_MS = 1000;
 
 /**
  * Prometheus metrics for one app. A registry per app, not prom-client's
  * global one, so tests can build several apps in one process.
  * Registered on the root instance (not encapsulated) so that its hook sees
- * every request and `app.metrics` is visible to every plugin.
+ * every request and `app.metrics` is visible to every plugin. They are served
+ * by a listener of their own (startMetricsServer), never on the API's port.
  */
 export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
 
   const requests = new RequestStats();
-  requests.register(registry);
   const rateLimitRejections = new Counter({
     name: 'hds_rate_limit_rejections_total', help: 'Requests refused with 429, by limit scope',
     labelNames: ['scope'] as const, registers: [registry],
   });
   mirrorCounter(registry, 'hds_key_verifications_total', 'API key verifications, by result', 'result', () => ({
-    accepted: deps.verifier.accepted, rejected: deps.verifier.rejected,
+    accepted: deps.keys.accepted, rejected: deps.keys.rejected,
   }));
   mirrorCounter(registry, 'hds_key_lookups_total', 'API key database lookups (key cache misses)', 'source', () => ({
-    database: deps.verifier.lookups,
+    database: deps.keys.lookups,
   }));
   mirrorCounter(registry, 'hds_list_pages_total', 'List pages answered, by where the page came from', 'source', () => ({
     memory: deps.pages.hits, database: deps.pages.misses,
@@ -62,14 +65,31 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
     done();
   });
 
-  const metrics: AppMetrics = { registry, rateLimitRejections };
+  const metrics: AppMetrics = {
+    registry, rateLimitRejections,
+    render: async () => `${await registry.metrics()}\n${requests.render()}`,
+    recordRequest: (method, route, status, seconds) => requests.record(method, route, status, seconds),
+  };
   app.decorate('metrics', metrics);
-  if (deps.serveOnAppPort) app.get('/metrics', { schema: HIDDEN }, (_req, reply) => sendMetrics(registry, reply));
   return metrics;
 }
 
-async function sendMetrics(registry: Registry, reply: FastifyReply) {
-  return reply.type(registry.contentType).send(await registry.metrics());
+/**
+ * `render`, done at most once a second: a flood of scrapes costs the API no
+ * more than one rendering a second (concurrent scrapes share one).
+ */
+export function renderedAtMostEverySecond(render: () => Promise<string>): () => Promise<string> {
+  let last: { at: number; text: Promise<string> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= RENDER_EVERY_MS) {
+      const text = render();
+      // A failed rendering is not kept: the next scrape tries again.
+      text.catch(() => { if (last?.text === text) last = undefined; });
+      last = { at: now, text };
+    }
+    return last.text;
+  };
 }
 
 /** A counter whose value is read, at scrape time, from a plain number kept elsewhere. */
@@ -116,10 +136,15 @@ function registerPoolGauges(registry: Registry, sql: Sql, poolMax: number): void
   });
 }
 
-/** A separate listener for /metrics when METRICS_PORT is set, so it need not be exposed with the API. */
-export async function startMetricsServer(registry: Registry, port: number, host: string): Promise<FastifyInstance> {
+/**
+ * The listener of /metrics (METRICS_HOST:METRICS_PORT, the loopback by
+ * default): apart from the API, which never serves it, so that it is neither
+ * public nor in the way of the API's answers.
+ */
+export async function startMetricsServer(metrics: AppMetrics, port: number, host: string): Promise<FastifyInstance> {
   const server = Fastify({ logger: false });
-  server.get('/metrics', (_req, reply) => sendMetrics(registry, reply));
+  const render = renderedAtMostEverySecond(metrics.render);
+  server.get('/metrics', async (_req, reply: FastifyReply) => reply.type(metrics.registry.contentType).send(await render()));
   await server.listen({ port, host });
   return server;
 }

@@ -1,13 +1,22 @@
-import { CREATE_USER_EXAMPLE, ERROR_MESSAGE_BY_STATUS, EXAMPLE_BY_REF } from './openapi-examples.js';
-
 interface Media { schema?: { $ref?: string }; example?: unknown }
 interface Operation {
+  operationId?: string;
   requestBody?: { content?: Record<string, Media> };
   responses?: Record<string, { content?: Record<string, Media> }>;
 }
 export interface OpenApiDocument {
   paths?: Record<string, Record<string, Operation>>;
   components?: { schemas?: Record<string, { properties?: Record<string, Record<string, unknown>> }> };
+}
+
+/** What the document's examples are made of (the resources provide them). */
+export interface OpenApiExamples {
+  /** A response example for each component a response may reference, by the component's name. */
+  byRef: Record<string, unknown>;
+  /** The `detail` of an ErrorMessage response, by `operationId:status` where an operation words it its own way, else by status. */
+  errorMessageByStatus: Record<string, string>;
+  /** The example of JSON request bodies. */
+  requestBody: unknown;
 }
 
 const COMPONENT_PREFIX = '#/components/schemas/';
@@ -32,18 +41,17 @@ export function withRefSiblings(doc: OpenApiDocument, sources: readonly object[]
 }
 
 /** Adds a media-type example to each response whose schema has a known example, and to JSON request bodies. */
-export function withExamples(doc: OpenApiDocument): OpenApiDocument {
+export function withExamples(doc: OpenApiDocument, examples: OpenApiExamples): OpenApiDocument {
   for (const methods of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(methods)) {
       for (const media of Object.values(operation.requestBody?.content ?? {})) {
-        if (media.example === undefined) media.example = CREATE_USER_EXAMPLE;
+        if (media.example === undefined) media.example = examples.requestBody;
       }
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         for (const media of Object.values(response.content ?? {})) {
           const ref = media.schema?.$ref?.startsWith(COMPONENT_PREFIX) ? media.schema.$ref.slice(COMPONENT_PREFIX.length) : undefined;
-          const example = ref === 'ErrorMessage'
-            ? ERROR_MESSAGE_BY_STATUS[status] && { detail: ERROR_MESSAGE_BY_STATUS[status] }
-            : ref && EXAMPLE_BY_REF[ref];
+          const message = examples.errorMessageByStatus[`${operation.operationId}:${status}`] ?? examples.errorMessageByStatus[status];
+          const example = ref === 'ErrorMessage' ? message && { detail: message } : ref && examples.byRef[ref];
           if (example && media.example === undefined) media.example = example;
         }
       }

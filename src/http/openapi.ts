@@ -1,10 +1,10 @@
 import fs from 'node:fs';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
-import { API_KEY_HEADER } from '../auth/authenticate.js';
+import { API_KEY_HEADER, UPSTREAM_API_KEY_HEADER } from '../auth/authenticate.js';
 import { Type } from '@sinclair/typebox';
-import { ErrorMessage, sharedSchemas } from '../users/schemas.js';
-import { withExamples, withRefSiblings, type OpenApiDocument } from './openapi-post.js';
+import { ErrorMessage } from '../errors/schemas.js';
+import { withExamples, withRefSiblings, type OpenApiDocument, type OpenApiExamples } from './openapi-post.js';
 
 // package.json sits two levels up from both src/http and dist/http.
 const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -14,9 +14,10 @@ const VERSION = (JSON.parse(fs.readFileSync(new URL('../../package.json', import
  * the very schemas that validate requests. Must be registered before any
  * route: it learns the routes through the onRoute hook.
  * Documentation only: route serialisation is untouched (user routes send JSON
- * text built by PostgreSQL anyway).
+ * text built by PostgreSQL anyway). `content` comes from the resources: the
+ * schemas their routes reference by $id, and the examples of their bodies.
  */
-export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+export async function registerOpenApi(app: FastifyInstance, content: { schemas: readonly object[]; examples: OpenApiExamples }): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -24,7 +25,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         title: 'Health data service',
         version: VERSION,
         description: 'Self-hostable health-data aggregation service. Every `/v2/user` route needs a team API key '
-          + `in the \`${API_KEY_HEADER}\` header. Error bodies follow the FastAPI convention: \`{"detail": ...}\`.`,
+          + `in the \`${API_KEY_HEADER}\` header (or the upstream's \`${UPSTREAM_API_KEY_HEADER}\`; ours wins when both are sent). `
+          + 'Error bodies follow the FastAPI convention: `{"detail": ...}`.',
       },
       tags: [
         { name: 'user', description: "The team's end users" },
@@ -33,6 +35,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       components: {
         securitySchemes: {
           apiKey: { type: 'apiKey', in: 'header', name: API_KEY_HEADER, description: 'Team API key issued with `hds keys create`' },
+          upstreamApiKey: {
+            type: 'apiKey', in: 'header', name: UPSTREAM_API_KEY_HEADER,
+            description: 'The same key in the upstream\'s header, as its SDK sends it; x-service-api-key wins when both are sent',
+          },
         },
       },
     },
@@ -41,7 +47,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: ({ schema, url }) => ({ schema: documented(schema), url }),
     transformObject: (document) => {
       if (!('openapiObject' in document)) return document.swaggerObject;
-      withExamples(withRefSiblings(document.openapiObject as OpenApiDocument, sharedSchemas));
+      withExamples(withRefSiblings(document.openapiObject as OpenApiDocument, content.schemas), content.examples);
       return document.openapiObject;
     },
   });

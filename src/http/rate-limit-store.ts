@@ -6,19 +6,49 @@ export interface Hit {
   resetAt: number;
 }
 
+/**
+ * Counts requests per key in fixed windows. Two functions rather than one
+ * returning a value or a promise: a count kept in this process is answered
+ * at once, with no promise on the hot path, and no caller has to test which
+ * of the two it got.
+ */
+export interface WindowStore {
+  /** Counts a request of `key` and returns the window, or undefined when only hit() can count it (a shared store). */
+  hitNow(key: string): Hit | undefined;
+  /** Counts a request of `key` and returns the window. */
+  hit(key: string): Promise<Hit>;
+  /** The window of `key` without counting (null: none open), or undefined when only peek() can tell (a shared store). */
+  peekNow(key: string): Hit | null | undefined;
+  /** The window of `key` without counting; null when none is open. */
+  peek(key: string): Promise<Hit | null>;
+}
+
 const MAX_MEMORY_KEYS = 100_000;
 
 /**
  * Fixed windows kept in this process: a window starts at a key's first
- * request and lasts `windowMs`. Synchronous, so the hot path awaits nothing.
+ * request and lasts `windowMs`. Always answers at once.
  */
-export class MemoryStore {
+export class MemoryStore implements WindowStore {
   private readonly windows = new Map<string, Hit>();
   private nextSweep = 0;
 
   constructor(private readonly windowMs: number) {}
 
-  hit(key: string, now = Date.now()): Hit {
+  async hit(key: string): Promise<Hit> {
+    return this.hitNow(key);
+  }
+
+  async peek(key: string): Promise<Hit | null> {
+    return this.peekNow(key);
+  }
+
+  peekNow(key: string, now = Date.now()): Hit | null {
+    const entry = this.windows.get(key);
+    return entry && entry.resetAt > now ? entry : null;
+  }
+
+  hitNow(key: string, now = Date.now()): Hit {
     if (now >= this.nextSweep || this.windows.size >= MAX_MEMORY_KEYS) this.sweep(now);
     let entry = this.windows.get(key);
     if (!entry || entry.resetAt <= now) {
@@ -51,11 +81,19 @@ if n == 1 or ttl < 0 then
 end
 return {n, ttl}`;
 
+/** A key's count and the milliseconds left in its window, without counting; [0, -2] when it has none. */
+const PEEK_SCRIPT = `
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+return {n, redis.call('PTTL', KEYS[1])}`;
+
 /** How long Redis is left alone after a failure before it is tried again. */
 const RETRY_REDIS_AFTER_MS = 1000;
 const COMMAND_TIMEOUT_MS = 250;
 
-type RedisWithHit = Redis & { rateLimitHit(key: string, windowMs: number): Promise<[number, number]> };
+type RedisWithHit = Redis & {
+  rateLimitHit(key: string, windowMs: number): Promise<[number, number]>;
+  rateLimitPeek(key: string): Promise<[number, number]>;
+};
 
 type StoreLog = { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
 
@@ -94,6 +132,7 @@ export class RedisStore {
     private readonly log: StoreLog,
   ) {
     this.redis.defineCommand('rateLimitHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+    this.redis.defineCommand('rateLimitPeek', { numberOfKeys: 1, lua: PEEK_SCRIPT });
     // ioredis emits 'error' on every failed attempt; an unlistened 'error' would crash the process.
     this.redis.on('error', (err: Error) => this.down(err));
     this.redis.on('ready', () => {
@@ -108,19 +147,43 @@ export class RedisStore {
     return this.redis.status === 'ready' && Date.now() >= this.downUntil;
   }
 
-  async hit(key: string): Promise<Hit> {
-    if (!this.available) return this.memoryHit(key);
+  /** The windows of one scope (`ip:`, `team:`): its keys carry the scope's prefix in Redis and in the fallback. */
+  scoped(scope: string): WindowStore {
+    return {
+      hitNow: (key) => this.hitNow(scope + key), hit: (key) => this.hit(scope + key),
+      peekNow: (key) => this.peekNow(scope + key), peek: (key) => this.peek(scope + key),
+    };
+  }
+
+  private peekNow(key: string): Hit | null | undefined {
+    return this.available ? undefined : this.fallback.peekNow(key);
+  }
+
+  private async peek(key: string): Promise<Hit | null> {
+    if (!this.available) return this.fallback.peekNow(key);
+    try {
+      const [count, ttl] = await this.redis.rateLimitPeek(this.prefix + key);
+      return count > 0 && ttl > 0 ? { count, resetAt: Date.now() + ttl } : null;
+    } catch (err) {
+      this.down(err as Error);
+      return this.fallback.peekNow(key);
+    }
+  }
+
+  /** While Redis is unavailable, the count in this process's memory; otherwise undefined: ask hit(). */
+  private hitNow(key: string): Hit | undefined {
+    return this.available ? undefined : this.fallback.hitNow(key);
+  }
+
+  private async hit(key: string): Promise<Hit> {
+    if (!this.available) return this.fallback.hitNow(key);
     try {
       const [count, ttl] = await this.redis.rateLimitHit(this.prefix + key, this.windowMs);
       return { count, resetAt: Date.now() + ttl };
     } catch (err) {
       this.down(err as Error);
-      return this.memoryHit(key);
+      return this.fallback.hitNow(key);
     }
-  }
-
-  private memoryHit(key: string): Hit {
-    return this.fallback.hit(key);
   }
 
   /** Waits (at most `timeoutMs`) for the first connection, so a new instance starts with shared limits. */

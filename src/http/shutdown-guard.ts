@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { unavailable } from '../errors.js';
+import { unavailable } from '../errors/catalogue.js';
 
 /**
  * Once shutdown has begun, a request that still arrives (on a kept-alive

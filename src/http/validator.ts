@@ -1,29 +1,35 @@
-import { Ajv, type Options } from 'ajv';
-import { createRequire } from 'node:module';
-import type { FastifySchemaCompiler } from 'fastify';
-import { isCalendarDate, isClientUserId, isPastDate, isTimeZone, isUuid } from '../users/rules.js';
-
-// ajv-formats is CommonJS whose module.exports is the plugin function itself.
-const addFormats = createRequire(import.meta.url)('ajv-formats') as (ajv: Ajv, formats: string[]) => Ajv;
-
-/** An Ajv with the project's formats. */
-export function makeAjv(options: Options): Ajv {
-  // verbose: errors carry the offending value, which 422 items echo as `input`.
-  const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults: true, removeAdditional: false, strict: false, ...options });
-  addFormats(ajv, ['date', 'date-time']);
-  ajv.addFormat('uuid', isUuid);
-  // Dates as the import checks them (years from 100 on): ajv-formats' `date` takes year 0000, which PostgreSQL refuses.
-  ajv.addFormat('date', isCalendarDate);
-  ajv.addFormat('time-zone', isTimeZone);
-  ajv.addFormat('past-date', isPastDate);
-  ajv.addFormat('client-user-id', isClientUserId);
-  return ajv;
-}
+import type { FastifySchemaCompiler, FastifySchemaValidationError } from 'fastify';
+import { makeAjv } from '../validation/ajv.js';
+import { unstorableTextIn } from '../validation/storable.js';
 
 // Path and query values arrive as strings and must be coerced to the schema's
 // types; a JSON body must not be (a number is not a valid client_user_id).
 const coercing = makeAjv({ coerceTypes: true });
 const strict = makeAjv({ coerceTypes: false });
 
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) =>
-  (httpPart === 'body' ? strict : coercing).compile(schema as object);
+type Validate = ((data: unknown) => boolean) & { errors?: FastifySchemaValidationError[] | null };
+
+/**
+ * Fastify's schema compiler: each route's schemas are compiled by one of the
+ * two Ajv instances above, and every string a request part holds, wherever
+ * it is, must be text PostgreSQL can store as written: a NUL or a lone
+ * surrogate is a 422 at its place, never sent to the database (where a NUL
+ * failed the statement and a surrogate was stored as U+FFFD).
+ */
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
+  const ajvValidate = (httpPart === 'body' ? strict : coercing).compile(schema as object);
+  const validate: Validate = (data) => {
+    if (!ajvValidate(data)) {
+      validate.errors = ajvValidate.errors as FastifySchemaValidationError[];
+      return false;
+    }
+    const bad = unstorableTextIn(data);
+    if (!bad) return true;
+    validate.errors = [{
+      keyword: 'storable', instancePath: bad.path, schemaPath: '', params: {}, data: bad.value,
+      message: 'Value error, text must not contain a NUL character or an unpaired UTF-16 surrogate',
+    } as FastifySchemaValidationError];
+    return false;
+  };
+  return validate;
+};

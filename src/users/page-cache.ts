@@ -49,7 +49,11 @@ export class PageCache {
     this.entries.set(key, page);
   }
 
-  /** Records a miss (no entry, or an entry of an older version) and keeps the page read instead. */
+  /**
+   * Records a miss (no entry, or an entry of an older version) and keeps the
+   * page read instead: a copy of its body, as the body read lies in a buffer
+   * used again once its answer is sent (src/http/fast-path/answer-buffers.ts).
+   */
   store(teamId: string, offset: number, limit: number, page: UserPage): void {
     this.misses++;
     if (page.body.length > this.maxBytes) return;
@@ -61,7 +65,7 @@ export class PageCache {
     } else if (this.bytes + page.body.length > this.maxBytes && !this.seenBefore(key)) {
       return;
     }
-    this.entries.set(key, page);
+    this.entries.set(key, { body: Buffer.from(page.body), auditIds: page.auditIds, version: page.version });
     this.bytes += page.body.length;
     for (const [oldest, entry] of this.entries) {
       if (this.bytes <= this.maxBytes) break;

@@ -1,0 +1,135 @@
+/**
+ * Puts the biggest team back as the import left it after the write
+ * scenarios, so that `--reuse` keeps measuring the dataset it was imported
+ * from.
+ *
+ * An undo alone would not do: undo_delete restores a user without its
+ * connected sources (the contract's section 8), created users stay, PATCH
+ * leaves the new time zones, and a create moves the team's next position on,
+ * which leaves a hole at the end of its positions once the created users are
+ * gone (and a team with holes pages through list_start instead of the
+ * arithmetic fast path, migrations/005). So, before the first write, every
+ * user the writes may touch is saved (the write pool, the users the
+ * after-deletes step deletes, the first and the last user), with its
+ * connections, the team's row and its week counts, into tables of a schema
+ * of the benchmark's own (bench_saved); afterwards, in one transaction, the
+ * created users and every scheduled deletion of the team are removed, the
+ * saved rows are written back, the counters set back, and the result is
+ * checked. The rows written back then lie elsewhere in the table than the
+ * import put them; CLUSTER puts the table back in list order (as the import
+ * writes it), so that a page reads as many heap pages as before.
+ *
+ * While the writes run, the marker that `--reuse` trusts is removed
+ * (bench/database.ts): a run that dies before the end leaves a database that
+ * the next run imports again.
+ */
+import type postgres from 'postgres';
+
+export interface SavedTeam {
+  teamId: string;
+  /** Users of the team in the dataset: positions 1..users, no holes. */
+  users: number;
+}
+
+/** Refuses to save a team that is not as an import leaves it: what is put back must be the dataset. */
+async function checkAsImported(sql: postgres.Sql, team: SavedTeam): Promise<void> {
+  const [row] = await sql<{ user_count: string; next_position: string; deleted: string }[]>`
+    SELECT t.user_count::text, t.next_position::text,
+      (SELECT count(*) FROM deleted_users d WHERE d.team_id = t.team_id)::text AS deleted
+    FROM teams t WHERE t.team_id = ${team.teamId}`;
+  if (!row || Number(row.user_count) !== team.users || Number(row.next_position) !== team.users + 1 || Number(row.deleted) !== 0) {
+    throw new Error(`the biggest team is not as imported (${JSON.stringify(row)}, expected ${team.users} users at positions 1..${team.users}, none deleted): run without --reuse`);
+  }
+}
+
+/** Saves what the writes may change: these users (and the team's first and last), their connections, the team's counters. */
+export async function saveBeforeWrites(sql: postgres.Sql, team: SavedTeam, userIds: string[]): Promise<void> {
+  await checkAsImported(sql, team);
+  await sql.begin(async (tx) => {
+    await tx`DROP SCHEMA IF EXISTS bench_saved CASCADE`;
+    await tx`CREATE SCHEMA bench_saved`;
+    for (const table of ['users', 'user_sources', 'teams', 'team_source_weeks']) {
+      await tx.unsafe(`CREATE UNLOGGED TABLE bench_saved.${table} (LIKE public.${table})`);
+    }
+    await tx`
+      INSERT INTO bench_saved.users SELECT * FROM users
+      WHERE team_id = ${team.teamId} AND (user_id = ANY(${userIds}::uuid[]) OR position IN (1, ${team.users}))`;
+    await tx`INSERT INTO bench_saved.user_sources SELECT us.* FROM user_sources us JOIN bench_saved.users u USING (user_id)`;
+    await tx`INSERT INTO bench_saved.teams SELECT * FROM teams WHERE team_id = ${team.teamId}`;
+    await tx`INSERT INTO bench_saved.team_source_weeks SELECT * FROM team_source_weeks WHERE team_id = ${team.teamId}`;
+  });
+}
+
+/**
+ * What the service keeps per team (migrations/005), recounted from its
+ * users: after the writes, before anything is put back. Anything but 0 is a
+ * write that kept its counters wrong (under concurrency, say).
+ */
+export async function inconsistencies(sql: postgres.Sql, teamId: string): Promise<Record<string, number>> {
+  const [row] = await sql<Record<string, string>[]>`
+    WITH t AS (SELECT * FROM teams WHERE team_id = ${teamId}),
+    buckets AS (
+      SELECT ((position - 1) / list_bucket_size() + 1)::int AS bucket, count(*)::int AS n
+      FROM users WHERE team_id = ${teamId} GROUP BY 1
+    )
+    SELECT
+      (SELECT t.user_count - (SELECT count(*) FROM users WHERE team_id = ${teamId}) FROM t) AS "user_count off by",
+      (SELECT t.connected_sources - (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = ${teamId}) FROM t) AS "connected_sources off by",
+      (SELECT count(*) FROM users u, t WHERE u.team_id = ${teamId} AND u.position >= t.next_position) AS "positions at or past next_position",
+      -- The tree's count of each bucket (a difference of prefix sums) against the bucket's users.
+      (SELECT count(*) FROM t, generate_series(1, coalesce(array_length(t.list_tree, 1), 0)) AS g(i) LEFT JOIN buckets b ON b.bucket = g.i
+       WHERE list_prefix(t.list_tree, g.i) - list_prefix(t.list_tree, g.i - 1) <> coalesce(b.n, 0)) AS "tree buckets miscounted",
+      (SELECT count(*) FROM buckets b, t WHERE b.bucket > coalesce(array_length(t.list_tree, 1), 0)) AS "buckets outside the tree"`;
+  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)]));
+}
+
+/** Differences between the team and what was saved (0 everywhere when it is back). */
+async function differences(sql: postgres.Sql, team: SavedTeam): Promise<Record<string, number>> {
+  const [row] = await sql<Record<string, string>[]>`
+    SELECT
+      (SELECT count(*) FROM users WHERE team_id = ${team.teamId}) - ${team.users} AS "users",
+      (SELECT count(*) FROM deleted_users WHERE team_id = ${team.teamId}) AS "scheduled deletions",
+      (SELECT count(*) FROM bench_saved.users s LEFT JOIN users u USING (user_id) WHERE u.user_id IS NULL OR u::text <> s::text) AS "saved users changed",
+      (SELECT count(*) FROM bench_saved.user_sources s LEFT JOIN user_sources us USING (user_id, source_id) WHERE us.user_id IS NULL OR us::text <> s::text) AS "saved connections changed",
+      (SELECT count(*) FROM bench_saved.teams s JOIN teams t USING (team_id)
+       WHERE (t.user_count, t.next_position, t.list_tree, t.connected_sources) IS DISTINCT FROM (s.user_count, s.next_position, s.list_tree, s.connected_sources)) AS "team counters changed",
+      (SELECT count(*) FROM (
+        (SELECT * FROM bench_saved.team_source_weeks EXCEPT SELECT * FROM team_source_weeks WHERE team_id = ${team.teamId})
+        UNION ALL
+        (SELECT * FROM team_source_weeks WHERE team_id = ${team.teamId} EXCEPT SELECT * FROM bench_saved.team_source_weeks)) w) AS "week counts changed",
+      (SELECT t.connected_sources - (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = ${team.teamId})
+       FROM teams t WHERE t.team_id = ${team.teamId}) AS "connections miscounted"`;
+  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)]));
+}
+
+/**
+ * Puts the team back as saved, checks it, then lays the table out in list
+ * order again. Throws when anything differs (the caller leaves the marker
+ * removed: the next --reuse imports again).
+ */
+export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Promise<void> {
+  await sql.begin(async (tx) => {
+    // The users the benchmark created: a create takes the team's next position, past every dataset user's.
+    await tx`DELETE FROM users WHERE team_id = ${team.teamId} AND position > ${team.users}`;
+    // Every scheduled deletion of the team is the benchmark's (there were none before: checkAsImported). The purge's own
+    // step: the row goes for good; its connections went at deletion.
+    await tx`DELETE FROM deleted_users WHERE team_id = ${team.teamId}`;
+    await tx`DELETE FROM user_sources WHERE user_id IN (SELECT user_id FROM bench_saved.users)`;
+    await tx`DELETE FROM users WHERE user_id IN (SELECT user_id FROM bench_saved.users)`;
+    await tx`INSERT INTO users SELECT * FROM bench_saved.users`;
+    await tx`INSERT INTO user_sources SELECT * FROM bench_saved.user_sources`;
+    await tx`DELETE FROM team_source_weeks WHERE team_id = ${team.teamId}`;
+    await tx`INSERT INTO team_source_weeks SELECT * FROM bench_saved.team_source_weeks`;
+    // A new version, so that any page a running service holds for the team is read again.
+    await tx`
+      UPDATE teams t SET user_count = s.user_count, next_position = s.next_position, list_tree = s.list_tree,
+        connected_sources = s.connected_sources, version = t.version + 1
+      FROM bench_saved.teams s WHERE t.team_id = s.team_id`;
+  });
+  const left = Object.entries(await differences(sql, team)).filter(([, n]) => n !== 0);
+  if (left.length > 0) throw new Error(`the biggest team is not back as imported after the writes: ${left.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  await sql`DROP SCHEMA bench_saved CASCADE`;
+  // List order on disk again (the import writes each team's users in list order), and fresh statistics.
+  await sql`CLUSTER users USING users_team_position`;
+  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks`;
+}

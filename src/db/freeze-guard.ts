@@ -1,0 +1,377 @@
+import { performance } from 'node:perf_hooks';
+import postgres from 'postgres';
+import type { Sql } from './client.js';
+import { DATABASE_FROZEN } from './errors.js';
+
+/**
+ * A frozen database: every PostgreSQL process stopped (SIGSTOP, a hung host,
+ * a stalled disk) or a network that drops packets instead of refusing them.
+ * The kernel still completes TCP handshakes and acknowledges keepalives, so
+ * no connection error ever comes; a query on an open connection never
+ * answers, and the server-side statement_timeout cannot fire on a server
+ * that does not run. Requests would wait for the client's own timeout.
+ *
+ * The guard watches the primary with a probe of its own (`SELECT 1` on a
+ * connection outside the pool, every `checkIntervalMs`). When the probe has
+ * waited `frozenAfterMs` and no query of the pool has been answered either in
+ * that time, the database is marked frozen: every query and transaction in
+ * flight fails at once with DATABASE_FROZEN (503 with Retry-After), and so
+ * does every new one, without reaching the pool, until a probe is answered
+ * again. Worst case from the freeze to the 503: one interval plus the
+ * deadline, 750 ms by default. A slow query is not a frozen server: while any
+ * query of the pool is being answered the database is alive, whatever the
+ * probe's delay, and only the server's statement timeout bounds that query.
+ *
+ * Only the promises are failed: the guard never closes a connection of the
+ * pool. postgres.js 3.4 cannot lose a connection in the middle of a
+ * transaction (the transaction's ROLLBACK is written to a closed socket:
+ * an uncaught TypeError, or a connection stuck for good; porsager/postgres
+ * issues 1133, 1186 and 1208), whereas a frozen server, once it runs again,
+ * answers what was sent to it. So a connection of the pool keeps waiting on
+ * its abandoned query while the database is frozen, with nothing else sent to
+ * it, and is free again once the query is answered; an abandoned transaction
+ * rolls back then (its statements fail, so its ROLLBACK is the next thing it
+ * sends). As with any timeout, a statement already sent may still take effect
+ * when the server resumes: a 503 says the outcome is unknown.
+ */
+
+export interface FreezeGuardOptions {
+  /** How often the probe runs. */
+  checkIntervalMs?: number;
+  /** How long the probe, and every query of the pool, may go unanswered before the database is taken as frozen. */
+  frozenAfterMs?: number;
+  /**
+   * How long one probe is waited for before its connection is dropped and a
+   * new one opened next time (a server that restarted during the freeze
+   * never answers the old one). Meanwhile a frozen server that resumes
+   * answers the probe waiting on it at once.
+   */
+  probePatienceMs?: number;
+  /** The probe connection's application_name. */
+  applicationName?: string;
+}
+
+export interface DatabaseHealthChange {
+  /** host:port/database, never the password. */
+  database: string;
+  healthy: boolean;
+  /** Why it was marked frozen. */
+  reason?: string;
+  /** Queries in flight failed at once when it was marked frozen. */
+  abandoned_queries?: number;
+  /** Transactions in flight failed at once when it was marked frozen. */
+  abandoned_transactions?: number;
+  /** How long it was frozen. */
+  frozen_ms?: number;
+  /** Abandoned queries and transactions the server has not answered yet (they hold their connections until it does). */
+  unanswered?: number;
+}
+
+export interface FreezeStats {
+  frozen: boolean;
+  /** Times the database was marked frozen. */
+  freezes: number;
+  /** Queries and transactions failed at once because the database was frozen when they started or while they ran. */
+  refused: number;
+  /** Abandoned queries and transactions not yet answered by the server. */
+  unanswered: number;
+  /** Connections the probe has opened: one, plus one each time it gave up on one. */
+  probeConnections: number;
+}
+
+/** A log's two methods that the transitions use (a pino or Fastify logger has them). */
+export interface TransitionLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/**
+ * Logs the guard's transitions, once each, not once per request: an error
+ * when the database stops answering, a warning when it answers again.
+ */
+export function logTransitions(guard: FreezeGuard, log: TransitionLog): void {
+  guard.onHealthChange = (change) => {
+    if (change.healthy) log.warn(change, 'database answering again');
+    else log.error(change, 'database unavailable: not answering; its queries fail at once (503) until it answers');
+  };
+}
+
+export class DatabaseFrozenError extends Error {
+  readonly code = DATABASE_FROZEN;
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatabaseFrozenError';
+  }
+}
+
+/** The parts of a postgres.js query (src/query.js, 3.4) the guard uses: it is dispatched to the pool by `handler`. */
+interface DriverQuery {
+  handler: ((query: DriverQuery) => void) & { debug?: unknown };
+  resolve: (value: unknown) => void;
+  reject: (err: unknown) => void;
+}
+
+type AnyFunction = (...args: unknown[]) => unknown;
+
+const now = () => performance.now();
+
+/** host:port/database of a URL, never its password. */
+function databaseName(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.host}${u.pathname}`;
+  } catch {
+    return 'database';
+  }
+}
+
+export class FreezeGuard {
+  /** The pool behind the gate: use it as the pool itself. */
+  readonly sql: Sql;
+  /** Called on every transition (once when the database is marked frozen, once when it answers again). */
+  onHealthChange: (change: DatabaseHealthChange) => void = () => {};
+
+  private readonly name: string;
+  private readonly url: string;
+  private readonly checkIntervalMs: number;
+  private readonly frozenAfterMs: number;
+  private readonly probePatienceMs: number;
+  private readonly applicationName: string;
+  private readonly timer: NodeJS.Timeout;
+  /** Queries sent to the pool and not answered yet, each with the rejection of its caller's promise. */
+  private readonly inFlight = new Map<DriverQuery, (err: unknown) => void>();
+  /** Transactions under way, each with a function that abandons it. */
+  private readonly transactions = new Set<() => void>();
+  /** Abandoned queries and transactions the server has not answered yet. */
+  private readonly unanswered = new Set<object>();
+  private frozenSince: number | undefined;
+  private error = new DatabaseFrozenError('database not answering');
+  /** When a query of the pool or the probe last got an answer from the server. */
+  private lastAnswerAt = now();
+  /** Not before a first answered probe: a database that never answered is the connect timeout's business. */
+  private armed = false;
+  private probe: Sql | undefined;
+  private probing = false;
+  private closed = false;
+  private freezes = 0;
+  private refused = 0;
+  private probeConnections = 0;
+
+  constructor(pool: Sql, url: string, options: FreezeGuardOptions = {}) {
+    this.name = databaseName(url);
+    this.url = url;
+    this.checkIntervalMs = options.checkIntervalMs ?? 250;
+    this.frozenAfterMs = options.frozenAfterMs ?? 500;
+    this.probePatienceMs = Math.max(options.probePatienceMs ?? 5000, this.frozenAfterMs);
+    this.applicationName = options.applicationName ?? 'hds-health';
+    this.sql = this.gate(pool, () => false);
+    this.timer = setInterval(() => {
+      if (!this.probing) void this.check();
+    }, this.checkIntervalMs);
+    this.timer.unref();
+    void this.check();
+  }
+
+  get frozen(): boolean {
+    return this.frozenSince !== undefined;
+  }
+
+  stats(): FreezeStats {
+    return {
+      frozen: this.frozen, freezes: this.freezes, refused: this.refused, unanswered: this.unanswered.size,
+      probeConnections: this.probeConnections,
+    };
+  }
+
+  /** Stops the probe (the pool belongs to the caller). */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.dropProbe();
+  }
+
+  /**
+   * `target` (the pool, or a transaction's sql) as it is, except that every
+   * query it makes goes through dispatch() and `begin` through begin().
+   */
+  private gate(target: Sql, abandoned: () => boolean): Sql {
+    const watch = (result: unknown) => {
+      const query = result as DriverQuery;
+      const send = query.handler;
+      // The query calls its handler once, when first awaited: that is when it would reach the pool.
+      query.handler = Object.assign((q: DriverQuery) => this.dispatch(q, send, abandoned), { debug: send.debug });
+      return result;
+    };
+    return new Proxy(target, {
+      apply: (fn, self, args: unknown[]) => {
+        const result = Reflect.apply(fn, self, args);
+        // A tagged template makes a query; sql(value) and sql('name') make fragments, left alone.
+        return Array.isArray((args[0] as { raw?: unknown } | undefined)?.raw) ? watch(result) : result;
+      },
+      get: (obj, prop, receiver) => {
+        const value = Reflect.get(obj, prop, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => watch((value as AnyFunction).apply(obj, args));
+        if (prop === 'begin') return (...args: unknown[]) => this.begin(value as AnyFunction, obj, args);
+        return value;
+      },
+    });
+  }
+
+  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, abandoned: () => boolean): void {
+    if (this.frozen || abandoned()) {
+      this.refused++;
+      query.reject(this.error);
+      return;
+    }
+    const { resolve, reject } = query;
+    query.resolve = (value) => {
+      this.inFlight.delete(query);
+      this.unanswered.delete(query);
+      this.lastAnswerAt = now();
+      resolve(value);
+    };
+    query.reject = (err) => {
+      this.inFlight.delete(query);
+      this.unanswered.delete(query);
+      // An error from PostgreSQL is an answer; a connection error is not.
+      if (err instanceof postgres.PostgresError) this.lastAnswerAt = now();
+      reject(err);
+    };
+    this.inFlight.set(query, reject);
+    send(query);
+  }
+
+  /**
+   * A transaction: refused at once while frozen; abandoned (its caller's
+   * promise rejected) when the database is marked frozen while it runs. Its
+   * statements then fail as they are made, so that it rolls back when the
+   * server answers again instead of going on.
+   */
+  private begin(begin: AnyFunction, pool: Sql, args: unknown[]): Promise<unknown> {
+    if (this.frozen) {
+      this.refused++;
+      return Promise.reject(this.error);
+    }
+    const fn = args[args.length - 1] as (tx: Sql) => unknown;
+    const mode = args.slice(0, -1);
+    return new Promise((resolve, reject) => {
+      let abandoned = false;
+      const token = {};
+      const abandon = () => {
+        abandoned = true;
+        this.unanswered.add(token);
+        reject(this.error);
+      };
+      this.transactions.add(abandon);
+      const body = (tx: Sql) => {
+        if (abandoned) throw this.error;
+        return fn(this.gate(tx, () => abandoned));
+      };
+      (begin.apply(pool, [...mode, body]) as Promise<unknown>)
+        .then(resolve, reject)
+        .finally(() => {
+          this.transactions.delete(abandon);
+          this.unanswered.delete(token);
+        });
+    });
+  }
+
+  private freeze(reason: string): void {
+    if (this.frozen) return;
+    this.frozenSince = now();
+    this.freezes++;
+    this.error = new DatabaseFrozenError(`database ${this.name} not answering (${reason})`);
+    const queries = [...this.inFlight];
+    this.inFlight.clear();
+    for (const [query, reject] of queries) {
+      this.unanswered.add(query);
+      reject(this.error);
+    }
+    const transactions = [...this.transactions];
+    this.transactions.clear();
+    for (const abandon of transactions) abandon();
+    this.refused += queries.length + transactions.length;
+    this.onHealthChange({
+      database: this.name, healthy: false, reason,
+      abandoned_queries: queries.length, abandoned_transactions: transactions.length,
+    });
+  }
+
+  private thaw(): void {
+    if (this.frozenSince === undefined) return;
+    const frozenMs = Math.round(now() - this.frozenSince);
+    this.frozenSince = undefined;
+    this.onHealthChange({ database: this.name, healthy: true, frozen_ms: frozenMs, unanswered: this.unanswered.size });
+  }
+
+  /**
+   * One probe: waits for its answer. While the database answers, it is
+   * marked frozen once the probe has waited frozenAfterMs with no answer to
+   * any query meanwhile. The probe's connection is then dropped (it may be
+   * the one thing stuck: a fresh one tells) and a new probe sent at once on
+   * a new connection, whose startup a resumed server completes at once.
+   */
+  private async check(): Promise<void> {
+    if (this.closed) return;
+    this.probing = true;
+    let froze = false;
+    try {
+      // One connection, kept open, so that a probe is one round trip. No array-type fetch on connect:
+      // postgres.js leaves that query's failure unhandled when a probe is dropped mid-connect.
+      if (!this.probe) this.probeConnections++;
+      this.probe ??= postgres(this.url, {
+        max: 1, connect_timeout: Math.ceil(this.probePatienceMs / 1000), idle_timeout: 0, fetch_types: false,
+        onnotice: () => {}, connection: { application_name: this.applicationName },
+      });
+      const startedAt = now();
+      let outcome: 'ok' | 'failed' | undefined;
+      const answer = this.probe`SELECT 1`.then(() => { outcome = 'ok'; }, () => { outcome = 'failed'; });
+      for (;;) {
+        const giveUpAt = startedAt + this.probePatienceMs;
+        const watching = this.armed && !this.frozen;
+        const frozenAt = Math.max(startedAt, this.lastAnswerAt) + this.frozenAfterMs;
+        await this.until(answer, (watching ? Math.min(frozenAt, giveUpAt) : giveUpAt) - now());
+        if (outcome || this.closed) break;
+        if (watching && now() - Math.max(startedAt, this.lastAnswerAt) >= this.frozenAfterMs) {
+          this.freeze(`no answer within ${this.frozenAfterMs} ms`);
+          froze = true;
+          break;
+        }
+        if (now() >= giveUpAt) break;
+      }
+      if (outcome === 'ok') {
+        this.lastAnswerAt = now();
+        this.armed = true;
+        this.thaw();
+      } else {
+        // Failed (a refusal is not a freeze: the pool's own queries fail at once then) or not answered: start afresh.
+        await this.dropProbe();
+      }
+    } finally {
+      this.probing = false;
+    }
+    // At once, not at the next interval: the new probe is what notices the server resuming.
+    if (froze && !this.closed) void this.check();
+  }
+
+  /**
+   * Waits for `answer` or `ms`, whichever comes first. After the timer, one
+   * more turn of the event loop: answers that arrived while the loop was busy
+   * elsewhere are read first, so a late timer never passes for a silent server.
+   */
+  private until(answer: Promise<void>, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const elapsed = new Promise<void>((resolve) => {
+      timer = setTimeout(() => setImmediate(resolve), Math.max(0, ms));
+      timer.unref();
+    });
+    return Promise.race([answer, elapsed]).finally(() => clearTimeout(timer));
+  }
+
+  private async dropProbe(): Promise<void> {
+    const probe = this.probe;
+    this.probe = undefined;
+    await probe?.end({ timeout: 0 }).catch(() => {});
+  }
+}

@@ -1,0 +1,80 @@
+import type { ReadRouter } from '../db/read-router.js';
+import { AnswerBuffers } from '../http/fast-path/answer-buffers.js';
+import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js';
+import { PageCache } from './page-cache.js';
+import { findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
+import { teamMetrics, type TeamMetrics } from './team-metrics.js';
+import { isUuid } from '../user-document/rules.js';
+
+/** Enough free page buffers for 32 pages of 500 users at once; a page buffer is at most 512 KB. */
+const PAGE_BUFFERS_KEPT = 16 * 1024 * 1024;
+
+/**
+ * Every read of the user resource: "page P of team T", "user U of team T",
+ * "the user of team T with client_user_id C". It owns where each read runs
+ * (a replica or the primary, src/db/read-router.ts), the page cache and its
+ * version check, and the queries; route handlers call it and send the bytes
+ * it returns. Each answer is the stored JSON as PostgreSQL holds it.
+ */
+export class UserReads {
+  private readonly pages: PageCache;
+  /** The buffers pages read from PostgreSQL are written in; the route gives each back once its answer is sent. */
+  readonly pageBuffers = new AnswerBuffers(PAGE_BUFFERS_KEPT);
+
+  constructor(private readonly router: ReadRouter, pageCacheBytes: number) {
+    this.pages = new PageCache(pageCacheBytes);
+  }
+
+  /**
+   * The page (offset, offset + limit] of the team's users in list order, with
+   * the total; undefined when the team does not exist. A page from memory
+   * while the team's version (one batched lookup) is still the one it was
+   * read at; otherwise from PostgreSQL, kept for next time. A page of version
+   * v is what every snapshot at version v shows, so the two reads need not
+   * share a snapshot or a replica.
+   */
+  async page(teamId: string, offset: number, limit: number): Promise<UserPage | undefined> {
+    const known = this.pages.get(teamId, offset, limit);
+    if (known) {
+      const version = await this.router.read((sql) => findTeamVersionBatched(sql, teamId));
+      if (version === undefined) return undefined;
+      if (version === known.version) {
+        this.pages.served(teamId, offset, limit, known);
+        return known;
+      }
+    }
+    const page = await this.router.read((sql) => findUserPage(sql, teamId, offset, limit, this.pageBuffers));
+    if (page) this.pages.store(teamId, offset, limit, page);
+    return page;
+  }
+
+  /** The team's user `userId`. A replica may lag behind a create that just happened: a miss there is confirmed on the primary. */
+  byId(teamId: string, userId: string): Promise<UserDoc | undefined> {
+    return this.router.readConfirmed((sql) => findUserDocBatched(sql, teamId, userId));
+  }
+
+  /** Whether the team has scheduled the user `userId` for deletion: read on the primary, where deletions are written. */
+  isScheduledForDeletion(teamId: string, userId: string): Promise<boolean> {
+    return isScheduledForDeletion(this.router.primary, teamId, userId);
+  }
+
+  /** The team's live users whose user_id or client_user_id is `query`. */
+  search(teamId: string, query: string): Promise<UserDoc[]> {
+    return this.router.read((sql) => searchUserDocs(sql, teamId, query, isUuid(query)));
+  }
+
+  /** The team's counts for GET /v2/user/metrics; undefined when the team does not exist. */
+  metrics(teamId: string): Promise<TeamMetrics | undefined> {
+    return this.router.read((sql) => teamMetrics(sql, teamId));
+  }
+
+  /** The team's user whose client_user_id is `clientUserId`, confirmed on the primary like byId(). */
+  byClientUserId(teamId: string, clientUserId: string): Promise<UserDoc | undefined> {
+    return this.router.readConfirmed((sql) => findUserDocByClientUserId(sql, teamId, clientUserId));
+  }
+
+  /** Pages answered from memory and from the database: live counters, read by the metrics at scrape time. */
+  get pageStats(): { readonly hits: number; readonly misses: number } {
+    return this.pages;
+  }
+}

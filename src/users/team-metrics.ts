@@ -1,0 +1,57 @@
+import type { Sql } from '../db/client.js';
+
+/** How many weeks `number_of_connected_sources_by_week` covers, the current one last. */
+export const METRIC_WEEKS = 12;
+
+export interface TeamMetrics {
+  team_id: string;
+  number_of_users: number;
+  number_of_connected_sources: number;
+  number_of_errored_connected_sources: number;
+  /** Per week (its Monday, UTC): `value` connections made that week, `all` connections made up to its end; live users' only. */
+  number_of_connected_sources_by_week: { date: string; value: number; all: number }[];
+  number_of_ordered_tests: number;
+}
+
+const DAY_MS = 86_400_000;
+
+/** The Monday (UTC) of the week `at` falls in, as YYYY-MM-DD. */
+function weekOf(at: number): string {
+  const day = new Date(at).getUTCDay(); // 0 = Sunday
+  return new Date(at - ((day + 6) % 7) * DAY_MS).toISOString().slice(0, 10);
+}
+
+/**
+ * The team's counts, read from what is kept with every write (teams and
+ * team_source_weeks, migrations/005): nothing here counts users or
+ * connections. Undefined when the team does not exist.
+ */
+export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): Promise<TeamMetrics | undefined> {
+  const weeks = Array.from({ length: METRIC_WEEKS }, (_, i) => weekOf(now - (METRIC_WEEKS - 1 - i) * 7 * DAY_MS));
+  const rows = await sql<{ users: string; connected: string; week: string | null; connections: number | null }[]>`
+    SELECT t.user_count::text AS users, t.connected_sources::text AS connected, w.week::text AS week, w.connections
+    FROM teams t
+    LEFT JOIN team_source_weeks w ON w.team_id = t.team_id AND w.week >= ${weeks[0]!}::date AND w.connections <> 0
+    WHERE t.team_id = ${teamId}
+    ORDER BY w.week`;
+  const [first] = rows;
+  if (!first) return undefined;
+  const connected = Number(first.connected);
+  const byWeek = new Map(rows.filter((r) => r.week !== null).map((r) => [r.week!, r.connections!]));
+  // Connections made after a week (later weeks of the window, or dated in the future) are not in its `all`.
+  let after = [...byWeek].filter(([week]) => week > weeks.at(-1)!).reduce((sum, [, n]) => sum + n, 0);
+  const series: TeamMetrics['number_of_connected_sources_by_week'] = [];
+  for (const week of [...weeks].reverse()) {
+    const value = byWeek.get(week) ?? 0;
+    series.push({ date: week, value, all: connected - after });
+    after += value;
+  }
+  return {
+    team_id: teamId,
+    number_of_users: Number(first.users),
+    number_of_connected_sources: connected,
+    number_of_errored_connected_sources: 0,
+    number_of_connected_sources_by_week: series.reverse(),
+    number_of_ordered_tests: 0,
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * The page statement (findUserPage in src/users/queries.ts) and the rules
+ * its speed relies on: its inner range is bounded by the list's largest
+ * page; PostgreSQL reads the range under the team row in a nested loop,
+ * with no sort over the result (the rows' order comes from the range; a
+ * first row without the team's total makes findUserPage fail, never answer
+ * a page out of order); and the plan is generic, kept across executions
+ * rather than made again for each.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import postgres from 'postgres';
+import type { Sql } from '../src/db/client.js';
+import { findUserPage, LARGEST_PAGE } from '../src/users/queries.js';
+import { ListQuery } from '../src/users/schemas.js';
+import { databaseUrl, teamWithUsers, testSql, type TeamWithUsers } from './helpers.js';
+
+interface PlanNode { 'Node Type': string; 'Join Type'?: string; Plans?: PlanNode[] }
+
+const nodeTypes = (node: PlanNode): string[] => [node['Node Type'], ...(node.Plans ?? []).flatMap(nodeTypes)];
+
+describe('the page statement', () => {
+  let sql: Sql;
+  let team: TeamWithUsers;
+  /** A connection that records what it sends. */
+  let capturing: Sql;
+  const sent: { statement: string; parameters: unknown[] }[] = [];
+
+  before(async () => {
+    sql = testSql();
+    team = await teamWithUsers(sql, 700);
+    capturing = postgres(databaseUrl(), { max: 1, debug: (_connection, statement, parameters) => sent.push({ statement, parameters }) });
+  });
+  after(async () => {
+    await capturing.end();
+    await sql.end();
+  });
+
+  const pageStatement = async () => {
+    sent.length = 0;
+    await findUserPage(capturing, team.teamId, 10, 100);
+    // A new connection first asks for the database's types; then the page is one statement.
+    const pages = sent.filter((s) => s.statement.includes('FROM teams t'));
+    assert.equal(pages.length, 1, 'one statement per page');
+    return pages[0]!;
+  };
+
+  it("bounds the range it reads by the largest page, which is the list's own maximum", async () => {
+    const { statement } = await pageStatement();
+    assert.match(statement, new RegExp(`ORDER BY position LIMIT ${LARGEST_PAGE}\\s`));
+    assert.equal(ListQuery.properties.limit.maximum, LARGEST_PAGE);
+    await assert.rejects(findUserPage(sql, team.teamId, 0, LARGEST_PAGE + 1), RangeError);
+    const page = await findUserPage(sql, team.teamId, 0, LARGEST_PAGE);
+    assert.equal(JSON.parse(page!.body.toString()).users.length, LARGEST_PAGE);
+  });
+
+  it('reads the range under the team row, in order: a nested loop, no sort above it', async () => {
+    const { statement, parameters } = await pageStatement();
+    const [{ 'QUERY PLAN': [{ Plan: plan }] }] = await sql.unsafe(`EXPLAIN (FORMAT JSON) ${statement}`, parameters as postgres.ParameterOrJSON<never>[]) as unknown as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];
+    assert.equal(plan['Node Type'], 'Limit');
+    assert.equal(plan.Plans?.[0]?.['Node Type'], 'Nested Loop', JSON.stringify(plan));
+    assert.equal(plan.Plans?.[0]?.['Join Type'], 'Left');
+    // How the range itself is read (an index scan in order, or for a small table a bitmap scan and a sort) is the planner's choice.
+    assert.equal(plan.Plans[0]!.Plans?.[1]?.['Node Type'], 'Limit', nodeTypes(plan).join(', '));
+  });
+
+  it('keeps one generic plan across pages of any offset and size', async () => {
+    const { statement } = await pageStatement();
+    for (let i = 0; i < 12; i++) await findUserPage(capturing, team.teamId, (i * 97) % 700, [1, 100, 500][i % 3]!);
+    const [prepared] = await capturing<{ generic_plans: string; custom_plans: string }[]>`
+      SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = ${statement}`;
+    assert.ok(prepared, 'the page statement is a prepared statement of the connection');
+    assert.ok(Number(prepared.generic_plans) >= 7, `generic plans: ${prepared.generic_plans}, custom plans: ${prepared.custom_plans}`);
+  });
+
+  it('refuses a document that does not start with its own id (the audit reads the id from there)', async () => {
+    const [user] = await sql<{ user_id: string }[]>`SELECT user_id FROM users WHERE team_id = ${team.teamId} LIMIT 1`;
+    await assert.rejects(
+      sql`UPDATE users SET doc = '{"user_id":"00000000-0000-4000-8000-000000000000"' || substr(doc, 50) WHERE team_id = ${team.teamId} AND user_id = ${user!.user_id}`,
+      (err: postgres.PostgresError) => err.code === '23514' && err.constraint_name === 'users_doc_starts_with_id',
+    );
+  });
+});

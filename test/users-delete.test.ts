@@ -1,0 +1,155 @@
+/** DELETE /v2/user/{user_id}, undo_delete and the purge: contract section 8. */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { Sql } from '../src/db/client.js';
+import type { App } from '../src/app.js';
+import { purgeDeletedUsers } from '../src/users/deletion.js';
+import { appWithTwoTeams, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
+
+describe('DELETE /v2/user/{user_id}, undo and purge', () => {
+  let sql: Sql;
+  let app: App;
+  let team: TeamWithUsers;
+  let other: TeamWithUsers;
+
+  appWithTwoTeams(40, 5, (f) => ({ sql, app, team, other } = f));
+
+  const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, key = team.key) =>
+    app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+  const listIds = async (key = team.key) => {
+    const res = await call('GET', '/v2/user/?limit=500', undefined, key);
+    return { ids: res.json().users.map((u: { user_id: string }) => u.user_id) as string[], total: res.json().total as number };
+  };
+  const undo = (query: string, key = team.key) => call('POST', `/v2/user/undo_delete?${query}`, undefined, key);
+  const withSources = () => team.users.find((u) => u.connected_sources.length > 0 && !deleted.has(u.user_id))!;
+  const deleted = new Set<string>();
+  const del = async (userId: string, key = team.key) => {
+    const res = await call('DELETE', `/v2/user/${userId}`, undefined, key);
+    if (res.statusCode === 200) deleted.add(userId);
+    return res;
+  };
+
+  it('answers 200 {"success": true}; at once the user leaves the list and the total, and loses its connections', async () => {
+    const victim = withSources();
+    const before = await listIds();
+    const res = await del(victim.user_id);
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), { success: true });
+    const now = await listIds();
+    assert.equal(now.total, before.total - 1);
+    assert.deepEqual(now.ids, before.ids.filter((id) => id !== victim.user_id));
+    const links = await sql`SELECT 1 FROM user_sources WHERE user_id = ${victim.user_id}`;
+    assert.equal(links.length, 0, 'its connections are removed at once');
+  });
+
+  it('then answers each route as the upstream does for a user scheduled for deletion', async () => {
+    const victim = team.users.find((u) => !deleted.has(u.user_id))!;
+    await del(victim.user_id);
+    assert.deepEqual([(await call('GET', `/v2/user/${victim.user_id}`)).statusCode, (await call('GET', `/v2/user/${victim.user_id}`)).json()],
+      [404, { detail: 'You have scheduled this user for deletion.' }]);
+    const scheduled = { detail: 'The user has been scheduled for deletion as per your previous request' };
+    for (const res of [await del(victim.user_id), await call('PATCH', `/v2/user/${victim.user_id}`, { fallback_time_zone: 'UTC' })]) {
+      assert.deepEqual([res.statusCode, res.json()], [404, scheduled]);
+    }
+    const resolved = await call('GET', `/v2/user/resolve/${encodeURIComponent(victim.client_user_id)}`);
+    assert.deepEqual([resolved.statusCode, resolved.json()], [404, { detail: 'User not found' }]);
+    const providers = await call('GET', `/v2/user/providers/${victim.user_id}`);
+    assert.deepEqual([providers.statusCode, providers.json()], [404, { detail: 'The user does not or no longer exists in this team' }]);
+  });
+
+  it("answers an unknown user and another team's alike, and deletes nothing of the other team", async () => {
+    const gone = { detail: 'The user does not or no longer exists in this team' };
+    const unknown = await del(randomUUID());
+    const foreign = await del(other.users[0]!.user_id);
+    assert.deepEqual([unknown.statusCode, unknown.json()], [404, gone]);
+    assert.deepEqual([foreign.statusCode, foreign.json()], [404, gone]);
+    assert.equal((await listIds(other.key)).total, other.users.length);
+    // Nor can the other team undo a deletion of ours.
+    const mine = [...deleted][0]!;
+    assert.equal((await undo(`user_id=${mine}`, other.key)).statusCode, 404);
+  });
+
+  it('frees the client_user_id at once: a new user may take it, and then undo is refused with 409', async () => {
+    const victim = team.users.find((u) => !deleted.has(u.user_id))!;
+    await del(victim.user_id);
+    const taken = await call('POST', '/v2/user/', { client_user_id: victim.client_user_id });
+    assert.equal(taken.statusCode, 200, taken.body);
+    const refused = await undo(`user_id=${victim.user_id}`);
+    assert.deepEqual([refused.statusCode, refused.json()], [409, { detail: 'Client user id already exists' }]);
+    assert.equal((await call('GET', `/v2/user/${victim.user_id}`)).statusCode, 404, 'still scheduled');
+    // Once the new holder is deleted, the old user comes back.
+    await del(taken.json().user_id);
+    assert.equal((await undo(`user_id=${victim.user_id}`)).statusCode, 200);
+    deleted.delete(victim.user_id);
+  });
+
+  it('undo restores the user as it was, at its place in the list, without its connections', async () => {
+    const victim = withSources();
+    const before = await listIds();
+    const doc = (await call('GET', `/v2/user/${victim.user_id}`)).json();
+    await del(victim.user_id);
+    const res = await undo(`user_id=${victim.user_id}`);
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.json(), { success: true });
+    deleted.delete(victim.user_id);
+    assert.deepEqual(await listIds(), before, 'the same list, in the same order');
+    const restored = (await call('GET', `/v2/user/${victim.user_id}`)).json();
+    assert.deepEqual(restored, { ...doc, connected_sources: [] });
+    // Restored by client_user_id too.
+    await del(victim.user_id);
+    assert.equal((await undo(`client_user_id=${encodeURIComponent(victim.client_user_id)}`)).statusCode, 200);
+    deleted.delete(victim.user_id);
+    assert.equal((await call('GET', `/v2/user/${victim.user_id}`)).statusCode, 200);
+  });
+
+  it('undo wants exactly one of user_id and client_user_id, and a user scheduled under it', async () => {
+    for (const query of ['', `user_id=${team.users[0]!.user_id}&client_user_id=x`]) {
+      const res = await undo(query);
+      assert.equal(res.statusCode, 422, query);
+      assert.deepEqual(res.json().detail[0].loc, ['query']);
+    }
+    assert.deepEqual((await undo('user_id=not-a-uuid')).json().detail[0].loc, ['query', 'user_id']);
+    const live = team.users.find((u) => !deleted.has(u.user_id))!;
+    for (const query of [`user_id=${randomUUID()}`, `user_id=${live.user_id}`, 'client_user_id=never-deleted']) {
+      assert.equal((await undo(query)).statusCode, 404, query);
+    }
+  });
+
+  it('purges after the grace period: no table or column of the schema holds the user any more', async () => {
+    const fresh: TestTeam = await teamWithKey(sql, 'purge');
+    const created = await call('POST', '/v2/user/', { client_user_id: `purge-${randomUUID()}`, fallback_time_zone: 'UTC' }, fresh.key);
+    const userId = created.json().user_id as string;
+    // A connection, as an import would have made it.
+    await sql`INSERT INTO sources (slug, name, logo) VALUES ('purge_test', 'Purge test', 'https://example.com/p.png') ON CONFLICT DO NOTHING`;
+    await sql`INSERT INTO user_sources (user_id, source_id, created_on) SELECT ${userId}, source_id, now() FROM sources WHERE slug = 'purge_test'`;
+    assert.equal((await del(userId, fresh.key)).statusCode, 200);
+
+    assert.equal(await purgeDeletedUsers(sql, 3_600_000), 0, 'within the grace period nothing is purged');
+    assert.equal((await undo(`user_id=${userId}`, fresh.key)).statusCode, 200, 'and it can still be undone');
+    assert.equal((await del(userId, fresh.key)).statusCode, 200);
+
+    // Its grace period over, and no other test's (the purge is of the whole database).
+    await sql`UPDATE deleted_users SET deleted_at = now() - interval '2 hours' WHERE user_id = ${userId}`;
+    const purged: string[] = [];
+    assert.ok(await purgeDeletedUsers(sql, 3_600_000, (users) => purged.push(...users.map((u) => u.user_id))) >= 1);
+    assert.ok(purged.includes(userId));
+    assert.deepEqual(await tablesHolding(sql, userId), [], 'every row that held the user is deleted');
+    assert.equal((await undo(`user_id=${userId}`, fresh.key)).statusCode, 404, 'a purged user cannot be restored');
+  });
+});
+
+/** Every table.column of the public schema whose text holds `value`. */
+async function tablesHolding(sql: Sql, value: string): Promise<string[]> {
+  const columns = await sql<{ table_name: string; column_name: string }[]>`
+    SELECT c.table_name, c.column_name FROM information_schema.columns c
+    JOIN information_schema.tables t USING (table_schema, table_name)
+    WHERE c.table_schema = 'public' AND t.table_type = 'BASE TABLE'`;
+  const found: string[] = [];
+  for (const { table_name, column_name } of columns) {
+    const [row] = await sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM ${sql(table_name)} WHERE ${sql(column_name)}::text LIKE ${`%${value}%`}`;
+    if (row!.n > 0) found.push(`${table_name}.${column_name}`);
+  }
+  return found;
+}
