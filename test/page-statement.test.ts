@@ -4,8 +4,9 @@
  * page; PostgreSQL reads the range under the team row in a nested loop,
  * with no sort over the result (the rows' order comes from the range; a
  * first row without the team's total makes findUserPage fail, never answer
- * a page out of order); and the plan is generic, kept across executions
- * rather than made again for each.
+ * a page out of order); the start of a page of a team with holes is found
+ * once per page; and the plan is generic, kept across executions rather
+ * than made again for each.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -13,7 +14,7 @@ import postgres from 'postgres';
 import type { Sql } from '../src/db/client.js';
 import { findUserPage, LARGEST_PAGE } from '../src/users/queries.js';
 import { ListQuery } from '../src/users/schemas.js';
-import { databaseUrl, teamWithUsers, testSql, type TeamWithUsers } from './helpers.js';
+import { databaseUrl, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface PlanNode { 'Node Type': string; 'Join Type'?: string; Plans?: PlanNode[] }
 
@@ -71,6 +72,27 @@ describe('the page statement', () => {
       SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = ${statement}`;
     assert.ok(prepared, 'the page statement is a prepared statement of the connection');
     assert.ok(Number(prepared.generic_plans) >= 7, `generic plans: ${prepared.generic_plans}, custom plans: ${prepared.custom_plans}`);
+  });
+
+  it('finds where a page of a team with holes starts once per page, not once per row', async () => {
+    const app = await testApp(sql);
+    try {
+      const holey = await teamWithUsers(sql, 300);
+      for (const user of holey.users.slice(0, 3)) {
+        assert.equal((await app.inject({ method: 'DELETE', url: `/v2/user/${user.user_id}`, headers: { 'x-vital-api-key': holey.key } })).statusCode, 200);
+      }
+      // Function calls of this transaction, counted when track_functions covers PL/pgSQL (a superuser setting: the suite's user is one).
+      const calls = await sql.begin(async (tx) => {
+        await tx`SET LOCAL track_functions = 'pl'`;
+        const page = await findUserPage(tx as unknown as Sql, holey.teamId, 50, 100);
+        assert.equal(JSON.parse(page!.body.toString()).users.length, 100);
+        const [row] = await tx<{ calls: string }[]>`SELECT pg_stat_get_xact_function_calls('list_start'::regproc) AS calls`;
+        return Number(row!.calls);
+      });
+      assert.equal(calls, 1);
+    } finally {
+      await app.close();
+    }
   });
 
   it('refuses a document that does not start with its own id (the audit reads the id from there)', async () => {
