@@ -42,7 +42,7 @@ export class PageBodyWriter {
   /** Given back or finished: a row that still arrives (a read that timed out goes on in PostgreSQL) must not touch the buffer. */
   private closed = false;
 
-  constructor(private readonly buffers: BufferSource, limit: number) {
+  constructor(private readonly buffers: BufferSource, private readonly limit: number) {
     // `[`, then `"` id `",` per user.
     this.bodyStart = 1 + limit * (ID_LENGTH + 3);
     this.buffer = buffers.take(this.bodyStart + OPEN.length + limit * BYTES_PER_USER + CLOSE_ROOM);
@@ -54,6 +54,8 @@ export class PageBodyWriter {
 
   add(doc: Buffer): void {
     if (this.closed) return;
+    // The id array has room for `limit` ids, no more.
+    if (this.users === this.limit) throw new Error(`more than ${this.limit} users for a page of ${this.limit}`);
     this.room(doc.length + 1);
     const buffer = this.buffer;
     if (this.users > 0) buffer[this.used++] = COMMA;
