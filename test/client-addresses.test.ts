@@ -15,16 +15,17 @@ const BUDGET = 5;
 const WINDOW_S = 60;
 const redis = await requireRedis();
 
+let sql: Sql;
+let team: TeamWithUsers;
+before(async () => {
+  sql = testSql();
+  team = await teamWithUsers(sql, 2);
+});
+after(async () => {
+  await sql.end();
+});
+
 describe('failed authentications per address', () => {
-  let sql: Sql;
-  let team: TeamWithUsers;
-  before(async () => {
-    sql = testSql();
-    team = await teamWithUsers(sql, 2);
-  });
-  after(async () => {
-    await sql.end();
-  });
 
   const badKey = () => `hds_${randomBytes(32).toString('base64url')}`;
   const ask = (app: App, remoteAddress: string, key: string) =>
@@ -91,15 +92,6 @@ describe('failed authentications per address', () => {
 });
 
 describe('clients behind trusted proxies', () => {
-  let sql: Sql;
-  let team: TeamWithUsers;
-  before(async () => {
-    sql = testSql();
-    team = await teamWithUsers(sql, 2);
-  });
-  after(async () => {
-    await sql.end();
-  });
 
   const PROXY = '10.1.2.3';
   const ask = (app: App, remoteAddress: string, forwardedFor?: string) => app.inject({
