@@ -1,7 +1,7 @@
 /** GET /v2/user/metrics: contract section 8; the counts it reads are kept with every write (migrations/005). */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe, it, mock } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
@@ -143,6 +143,32 @@ describe('GET /v2/user/metrics', () => {
     assert.equal(m.number_of_connected_sources, 0);
     assert.deepEqual(m.number_of_connected_sources_by_week.map((w) => [w.value, w.all]), Array(12).fill([0, 0]));
     assert.equal(m.number_of_connected_sources_by_week.at(-1)!.date, day(mondayOf(Date.now())));
+  });
+
+  it('answers from memory while the team is unchanged, and reads again once its version moves', async () => {
+    const kept = await teamWithKey(sql, 'metrics kept');
+    assert.equal((await metrics(kept.key)).number_of_users, 0);
+    // Behind the service's back and without a new version: an answer from memory does not see it.
+    await sql`UPDATE teams SET user_count = user_count + 1000 WHERE team_id = ${kept.teamId}`;
+    assert.equal((await metrics(kept.key)).number_of_users, 0);
+    // Every write of the service raises the version in its transaction; so does this one.
+    await sql`UPDATE teams SET version = version + 1 WHERE team_id = ${kept.teamId}`;
+    assert.equal((await metrics(kept.key)).number_of_users, 1000);
+    await sql`UPDATE teams SET user_count = user_count - 1000, version = version + 1 WHERE team_id = ${kept.teamId}`;
+  });
+
+  it('moves its twelve weeks on when a new week starts, whatever it answered before', async () => {
+    const weekly = await teamWithKey(sql, 'metrics weeks');
+    mock.timers.enable({ apis: ['Date'], now: Date.now() });
+    try {
+      const before = (await metrics(weekly.key)).number_of_connected_sources_by_week.at(-1)!.date;
+      mock.timers.tick(7 * 86_400_000);
+      const after = (await metrics(weekly.key)).number_of_connected_sources_by_week.at(-1)!.date;
+      assert.equal(after, day(mondayOf(Date.now())));
+      assert.notEqual(after, before);
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it('wants a key', async () => {

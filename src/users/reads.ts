@@ -3,11 +3,13 @@ import { AnswerBuffers } from '../http/fast-path/answer-buffers.js';
 import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js';
 import { PageCache } from './page-cache.js';
 import { findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
-import { teamMetrics, type TeamMetrics } from './team-metrics.js';
+import { currentWeek, teamMetrics, type TeamMetrics, type TeamMetricsRead } from './team-metrics.js';
 import { isUuid } from '../user-document/rules.js';
 
 /** Enough free page buffers for 32 pages of 500 users at once; a page buffer is at most 512 KB. */
 const PAGE_BUFFERS_KEPT = 16 * 1024 * 1024;
+/** Teams whose metrics are kept (about 1 KB each); past it the least recently read is dropped. */
+const METRICS_KEPT = 10_000;
 
 /**
  * Every read of the user resource: "page P of team T", "user U of team T",
@@ -18,6 +20,8 @@ const PAGE_BUFFERS_KEPT = 16 * 1024 * 1024;
  */
 export class UserReads {
   private readonly pages: PageCache;
+  /** The last metrics read of each team, by most recent read last. */
+  private readonly metricsByTeam = new Map<string, TeamMetricsRead>();
   /** The buffers pages read from PostgreSQL are written in; the route gives each back once its answer is sent. */
   readonly pageBuffers = new AnswerBuffers(PAGE_BUFFERS_KEPT);
 
@@ -63,9 +67,30 @@ export class UserReads {
     return this.router.read((sql) => searchUserDocs(sql, teamId, query, isUuid(query)));
   }
 
-  /** The team's counts for GET /v2/user/metrics; undefined when the team does not exist. */
-  metrics(teamId: string): Promise<TeamMetrics | undefined> {
-    return this.router.read((sql) => teamMetrics(sql, teamId));
+  /**
+   * The team's counts for GET /v2/user/metrics; undefined when the team does
+   * not exist. Like a page: from memory while the team's version (one batched
+   * lookup) and the week are those they were read at, since every write that
+   * changes a count changes the version in the same transaction; otherwise
+   * from PostgreSQL.
+   */
+  async metrics(teamId: string): Promise<TeamMetrics | undefined> {
+    const known = this.metricsByTeam.get(teamId);
+    if (known && known.week === currentWeek()) {
+      const version = await this.router.read((sql) => findTeamVersionBatched(sql, teamId));
+      if (version === undefined) return undefined;
+      if (version === known.version) {
+        this.metricsByTeam.delete(teamId);
+        this.metricsByTeam.set(teamId, known);
+        return known.metrics;
+      }
+    }
+    const read = await this.router.read((sql) => teamMetrics(sql, teamId));
+    this.metricsByTeam.delete(teamId);
+    if (!read) return undefined;
+    this.metricsByTeam.set(teamId, read);
+    if (this.metricsByTeam.size > METRICS_KEPT) this.metricsByTeam.delete(this.metricsByTeam.keys().next().value!);
+    return read.metrics;
   }
 
   /** The team's user whose client_user_id is `clientUserId`, confirmed on the primary like byId(). */

@@ -21,15 +21,27 @@ function weekOf(at: number): string {
   return new Date(at - ((day + 6) % 7) * DAY_MS).toISOString().slice(0, 10);
 }
 
+/** The Monday (UTC) of this week: the last week of the metrics' series, so what their answer depends on besides the team's data. */
+export function currentWeek(now = Date.now()): string {
+  return weekOf(now);
+}
+
+/** A team's metrics with what they were read at: the team's version (teams.version, migrations/003) and the current week. */
+export interface TeamMetricsRead {
+  metrics: TeamMetrics;
+  version: string;
+  week: string;
+}
+
 /**
  * The team's counts, read from what is kept with every write (teams and
  * team_source_weeks, migrations/005): nothing here counts users or
  * connections. Undefined when the team does not exist.
  */
-export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): Promise<TeamMetrics | undefined> {
+export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): Promise<TeamMetricsRead | undefined> {
   const weeks = Array.from({ length: METRIC_WEEKS }, (_, i) => weekOf(now - (METRIC_WEEKS - 1 - i) * 7 * DAY_MS));
-  const rows = await sql<{ users: string; connected: string; week: string | null; connections: number | null }[]>`
-    SELECT t.user_count::text AS users, t.connected_sources::text AS connected, w.week::text AS week, w.connections
+  const rows = await sql<{ version: string; users: string; connected: string; week: string | null; connections: number | null }[]>`
+    SELECT t.version::text AS version, t.user_count::text AS users, t.connected_sources::text AS connected, w.week::text AS week, w.connections
     FROM teams t
     LEFT JOIN team_source_weeks w ON w.team_id = t.team_id AND w.week >= ${weeks[0]!}::date AND w.connections <> 0
     WHERE t.team_id = ${teamId}
@@ -46,7 +58,7 @@ export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): P
     series.push({ date: week, value, all: connected - after });
     after += value;
   }
-  return {
+  const metrics = {
     team_id: teamId,
     number_of_users: Number(first.users),
     number_of_connected_sources: connected,
@@ -54,4 +66,5 @@ export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): P
     number_of_connected_sources_by_week: series.reverse(),
     number_of_ordered_tests: 0,
   };
+  return { metrics, version: first.version, week: weeks.at(-1)! };
 }
