@@ -1,10 +1,16 @@
 /**
  * A flood of scrapes cannot slow the API: /metrics is rendered at most once
- * a second for its listener. The API's latency is measured in rounds that
+ * a second for its listener. What the API pays is measured in rounds that
  * alternate between eight scrapers polling /metrics as fast as the issue's
  * (about 30 scrapes a second each) and the same scrapers polling a server of
- * their own that answers as many bytes: the scrapers' own cost to this
- * 2-core machine is in both, so the difference is what /metrics costs the API.
+ * their own that answers as many bytes: the scrapers' own cost is in both,
+ * so the difference is what /metrics costs the API.
+ *
+ * The measure is this process's CPU time per get-one (the app, its metrics
+ * listener and the API's clients all run here; the scrapers do not), not
+ * the get-ones' latency: the latency moved by a third when another program
+ * loaded the shared machine during some of the rounds, the CPU time of the
+ * work does not.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -81,21 +87,20 @@ describe('/metrics under a flood of scrapes', () => {
     await sql.end();
   });
 
-  /** The median time of one get-one, over a round of API_CLIENTS clients sending get-ones one after the other. */
+  /** This process's CPU time per get-one, in µs, over a round of API_CLIENTS clients sending get-ones one after the other. */
   async function round(): Promise<number> {
-    const times: number[] = [];
+    const cpu = process.cpuUsage();
     const client = async (first: number) => {
       for (let i = first; i < REQUESTS_PER_ROUND; i += API_CLIENTS) {
         const user = team.users[i % team.users.length]!;
-        const started = performance.now();
         const res = await fetch(`${api}/v2/user/${user.user_id}`, { headers: { 'x-service-api-key': team.key } });
         await res.arrayBuffer();
-        times.push(performance.now() - started);
         assert.equal(res.status, 200);
       }
     };
     await Promise.all(Array.from({ length: API_CLIENTS }, (_, i) => client(i)));
-    return median(times);
+    const used = process.cpuUsage(cpu);
+    return (used.user + used.system) / REQUESTS_PER_ROUND;
   }
 
   /**
@@ -116,7 +121,7 @@ describe('/metrics under a flood of scrapes', () => {
     };
   }
 
-  it('keeps the API within 20% of its latency without the flood', async () => {
+  it('keeps what a get-one costs within 20% of its cost without the flood', async () => {
     await round(); // warm-up: JIT, pool, key cache
     const quiet: number[] = [];
     const flooded: number[] = [];
@@ -131,6 +136,6 @@ describe('/metrics under a flood of scrapes', () => {
     }
     assert.ok(scrapes > ROUNDS * SCRAPERS, `the flood scraped (${scrapes} times)`);
     const ratio = median(flooded) / median(quiet);
-    assert.ok(ratio <= 1.2, `median get-one ${median(flooded).toFixed(2)} ms with the flood, ${median(quiet).toFixed(2)} ms without (${ratio.toFixed(2)}x)`);
+    assert.ok(ratio <= 1.2, `median CPU per get-one ${median(flooded).toFixed(0)} µs with the flood, ${median(quiet).toFixed(0)} µs without (${ratio.toFixed(2)}x)`);
   });
 });
