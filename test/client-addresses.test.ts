@@ -72,21 +72,39 @@ describe('failed authentications per address', () => {
 
   it('shares the budget between instances through Redis', redis.options, async () => {
     redis.ensure();
-    const env = {
-      ...NO_RATE_LIMITS, AUTH_FAILURES_PER_IP: String(BUDGET), RATE_LIMIT_WINDOW_S: String(WINDOW_S),
-      REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `hds-test-${randomUUID()}:`,
-    };
-    const [a, b] = [await testApp(sql, env), await testApp(sql, env)];
-    try {
-      const flooder = '192.0.2.77';
-      for (let i = 0; i < BUDGET; i++) assert.equal((await ask(i % 2 ? a : b, flooder, badKey())).statusCode, 401);
-      // The failures were counted on both instances together (in Redis, once each was answered); each refuses now.
-      await until('both instances see the budget spent', 10_000, async () =>
-        (await ask(a, flooder, team.key)).statusCode === 429 && (await ask(b, flooder, team.key)).statusCode === 429);
-      await floodIsCutOff(a);
-    } finally {
-      await a.close();
-      await b.close();
+    /**
+     * An instance counts in its own memory while it has no answer from Redis:
+     * not connected within a second of starting, or a command past its
+     * timeout (250 ms), either of which a process starved of CPU by the rest
+     * of the suite can miss; then the two instances do not share, as
+     * designed, and say so in their log. A try in which an instance said it
+     * fell back is tried again; a try without that must share. (The shared
+     * budget failed twice in the suite's runs on the machine's PostgreSQL,
+     * and did not fail alone.)
+     */
+    const fellBack = (lines: () => Record<string, any>[]) => lines().some((l) => String(l.msg).includes('Redis unavailable'));
+    for (let attempt = 1; ; attempt++) {
+      const env = {
+        ...NO_RATE_LIMITS, AUTH_FAILURES_PER_IP: String(BUDGET), RATE_LIMIT_WINDOW_S: String(WINDOW_S),
+        REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: `hds-test-${randomUUID()}:`,
+      };
+      const [a, b] = [await loggedApp(sql, env), await loggedApp(sql, env)];
+      try {
+        const flooder = `192.0.2.${attempt}`;
+        for (let i = 0; i < BUDGET; i++) assert.equal((await ask(i % 2 ? a.app : b.app, flooder, badKey())).statusCode, 401);
+        // The failures were counted on both instances together (in Redis, once each was answered); each refuses now.
+        const shared = await until('both instances see the budget spent', 5_000, async () =>
+          (await ask(a.app, flooder, team.key)).statusCode === 429 && (await ask(b.app, flooder, team.key)).statusCode === 429).then(() => true, (err) => {
+          if (attempt < 3 && (fellBack(a.lines) || fellBack(b.lines))) return false;
+          throw err;
+        });
+        if (!shared) continue;
+        await floodIsCutOff(a.app);
+        return;
+      } finally {
+        await a.app.close();
+        await b.app.close();
+      }
     }
   });
 });

@@ -165,6 +165,24 @@ describe('rate limits shared through Redis', () => {
     }
   });
 
+  // No Redis needed either: a server that accepts connections and never answers.
+  it('says it counts in memory when it starts while Redis does not answer', async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((socket) => { sockets.add(socket); socket.on('error', () => {}); });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const { port } = silent.address() as net.AddressInfo;
+    const { app, lines } = await loggedApp(sql, { REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_KEY_PREFIX: prefix() });
+    try {
+      // Logged before the app was ready: an operator sees that this instance started without shared limits.
+      // (Here the connection's first command times out; a connection still not made after a second says the same.)
+      assert.ok(lines().some((l) => l.level === 40 && /Redis unavailable/.test(l.msg)), JSON.stringify(lines()));
+    } finally {
+      await app.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((r) => silent.close(r));
+    }
+  });
+
   it('keeps answering when Redis goes away under traffic, and shares limits again when it is back', redis.options, async () => {
     redis.ensure();
     // A TCP relay in front of Redis: closing it is Redis going down, as the app sees it.

@@ -186,7 +186,11 @@ export class RedisStore {
     }
   }
 
-  /** Waits (at most `timeoutMs`) for the first connection, so a new instance starts with shared limits. */
+  /**
+   * Waits (at most `timeoutMs`) for the first connection, so a new instance
+   * starts with shared limits. An instance that starts without them says so,
+   * as it does when Redis goes away later, and again once Redis is back.
+   */
   async connected(timeoutMs: number): Promise<void> {
     if (this.redis.status === 'ready') return;
     await new Promise<void>((resolve) => {
@@ -194,6 +198,9 @@ export class RedisStore {
       const timer = setTimeout(done, timeoutMs);
       this.redis.once('ready', done);
     });
+    // Read again: the wait above may have changed it (TypeScript keeps the narrowing of the first check).
+    const status: string = this.redis.status;
+    if (status !== 'ready') this.down(new Error(`not connected within ${timeoutMs} ms of starting`));
   }
 
   private down(err: Error): void {
