@@ -19,7 +19,7 @@ import { pathToFileURL } from 'node:url';
 import postgres from 'postgres';
 import { Histogram, percentile } from './latency.js';
 import type { LoadResult } from './load-plan.js';
-import { onPath, runToEnd } from './processes.js';
+import { runToEnd } from './processes.js';
 
 /** One list request as the database sees it. */
 export interface PageAnchor {
@@ -32,13 +32,16 @@ export interface PageAnchor {
 type Param = 'team' | 'offset' | 'limit';
 
 /** The statement's text and, for each of its $n, which of the page's values it takes. */
-export interface PageStatement {
+interface PageStatement {
   text: string;
   params: Param[];
 }
 
+/** What runs the anchor: pgbench, or a loop on the postgres driver. */
+export type AnchorTool = 'pgbench' | 'driver';
+
 export interface Anchor {
-  tool: 'pgbench' | 'driver';
+  tool: AnchorTool;
   /** The page statement on `connections` connections for `seconds`: one transaction counts as one answer. */
   run(page: PageAnchor, connections: number, seconds: number): Promise<LoadResult>;
   /** Each team walked in pages of `limit` (offset 0, limit, 2 x limit, ... while below its users), all teams at once, one connection each; the users read. */
@@ -51,7 +54,7 @@ const SAMPLE_OFFSET = 7;
 const SAMPLE_LIMIT = 3;
 
 /** Captures the statement findUserPage sends, by running it once for `teamId` on a driver that reports what it sends. */
-export async function capturePageStatement(root: string, url: string, teamId: string): Promise<PageStatement> {
+async function capturePageStatement(root: string, url: string, teamId: string): Promise<PageStatement> {
   const module = (await import(pathToFileURL(path.join(root, 'dist/users/queries.js')).href)) as { findUserPage?: (sql: postgres.Sql, teamId: string, offset: number, limit: number) => Promise<unknown> };
   if (typeof module.findUserPage !== 'function') throw new Error('dist/users/queries.js no longer exports findUserPage(sql, teamId, offset, limit): the PostgreSQL anchor needs the page statement');
   const sent: { text: string; params: unknown[] }[] = [];
@@ -161,11 +164,9 @@ async function walkTeam(sql: postgres.Sql, statement: PageStatement, teamId: str
   return read;
 }
 
-/** The anchor on the database at `url` (with `auto`, pgbench when it is installed), with the statement captured from the built service. */
-export async function startAnchor(root: string, workDir: string, url: string, teamId: string, choice: 'auto' | 'pgbench' | 'driver'): Promise<Anchor> {
-  if (choice === 'pgbench' && !onPath('pgbench')) throw new Error('--anchor pgbench: pgbench is not on the PATH (apt-get install postgresql-client)');
+/** The anchor on the database at `url`, run by `tool`, with the statement captured from the built service. */
+export async function startAnchor(root: string, workDir: string, url: string, teamId: string, tool: AnchorTool): Promise<Anchor> {
   const statement = await capturePageStatement(root, url, teamId);
-  const tool = choice === 'auto' ? (onPath('pgbench') ? 'pgbench' : 'driver') : choice;
   // Pools sized on first use: the driver opens connections as the loops ask for them.
   const pools = new Map<number, postgres.Sql>();
   const pool = (connections: number) => {

@@ -1,4 +1,4 @@
-import type { BenchReport } from './report.js';
+import { num, type BenchReport } from './report.js';
 
 /**
  * A hand-written SVG: for each scenario, its floor's throughput and the
@@ -10,7 +10,6 @@ import type { BenchReport } from './report.js';
  * (or errors).
  */
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-const num = (n: number) => Math.round(n).toLocaleString('en');
 
 const COLORS = ['#2b6cb0', '#2f855a', '#b7791f', '#9b2c2c'];
 const FLOOR = '#a0aec0';

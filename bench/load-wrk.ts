@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { latencyBucket, mergeBuckets, percentile } from './latency.js';
 import type { LoadResult, LoadSpec, PathPlan, PlannedRequest } from './load-plan.js';
-import { onPath, runToEnd } from './processes.js';
+import { runToEnd } from './processes.js';
 
 /** A Lua string literal (JSON's escapes are a subset of Lua's for these characters). */
 const lua = (s: string) => JSON.stringify(s);
@@ -170,9 +170,6 @@ async function wrk(spec: LoadSpec, scriptFile: string, seconds: number, tag: str
   if (!line) throw new Error(`wrk printed no result:\n${stdout}`);
   return JSON.parse(line.slice('WRK-RESULT '.length)) as WrkResult;
 }
-
-/** Is wrk on the PATH? */
-export const wrkInstalled = () => onPath('wrk');
 
 export async function runWrk(workDir: string, spec: LoadSpec, run: number): Promise<LoadResult> {
   const scriptFile = path.join(workDir, `load-${process.pid}-${run}.lua`);

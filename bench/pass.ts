@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { startAnchor, type Anchor } from './anchor.js';
+import { startAnchor, type Anchor, type AnchorTool } from './anchor.js';
 import { capture, type CapturedResponse } from './capture.js';
 import { markChanging, markImported } from './database.js';
 import { distinctSample, readIds, type Dataset } from './dataset.js';
@@ -62,8 +62,8 @@ export interface BenchContext {
   say: (msg: string) => void;
   /** A key of this team, issued once per run. */
   keyOf(teamId: string): Promise<string>;
-  /** Set by the first service: pgbench, or the driver when pgbench is missing. */
-  anchorTool?: string;
+  /** What runs the PostgreSQL anchor: pgbench, or the driver when pgbench is missing (or named). */
+  anchorTool: AnchorTool;
 }
 
 /** One service of a pass, with what is measured against it. */
@@ -178,8 +178,7 @@ async function runPhase(ctx: BenchContext, workers: number, extraEnv: Record<str
     floor = await startFloor(root);
     const url = await databaseUrlOf(ctx.target);
     sql = postgres(url, { max: 4, onnotice: () => {} });
-    anchor = await startAnchor(root, ctx.workDir, url, ctx.dataset.biggest.teamId, o.anchor);
-    ctx.anchorTool ??= anchor.tool;
+    anchor = await startAnchor(root, ctx.workDir, url, ctx.dataset.biggest.teamId, ctx.anchorTool);
     const phase: Phase = { ctx, workers, extraEnv, service, floor, sql, anchor, memory, measured: [] };
     await body(phase);
     const peaks = memory.stop();
@@ -344,10 +343,11 @@ async function nocachePhase(phase: Phase): Promise<void> {
 const nocacheIds = (ctx: BenchContext) => [...nocacheScenarios(ctx.dataset, ctx.keys).map((s) => s.id), 'walk', 'walk-8'];
 
 export async function runPass(ctx: BenchContext, workers: number, first: boolean): Promise<PassResult> {
-  const onlyNocache = ctx.o.only.length > 0 && ctx.o.only.every((id) => nocacheIds(ctx).includes(id));
+  const nocache = nocacheIds(ctx);
+  const onlyNocache = ctx.o.only.length > 0 && ctx.o.only.every((id) => nocache.includes(id));
   const phases: Awaited<ReturnType<typeof runPhase>>[] = [];
   if (!onlyNocache) phases.push(await runPhase(ctx, workers, {}, first, mainPhase));
-  if (nocacheIds(ctx).some((id) => wanted(ctx, id))) {
+  if (nocache.some((id) => wanted(ctx, id))) {
     phases.push(await runPhase(ctx, workers, { PAGE_CACHE_MB: '0' }, first && phases.length === 0, nocachePhase));
   }
   const services = phases.map((p) => p.service);

@@ -14,15 +14,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AnchorTool } from './anchor.js';
 import { renderChart } from './chart.js';
 import { flushImportWrites, markImported, prepareDatabase } from './database.js';
 import { prepareDataset } from './dataset.js';
 import { runImport, type ImportResult } from './import.js';
 import type { LoadGenerator } from './load.js';
-import { wrkInstalled } from './load-wrk.js';
 import { parseOptions, UsageError, type BenchOptions } from './options.js';
 import { runPass, type BenchContext } from './pass.js';
-import { killAllNow, runToEnd, stopAll } from './processes.js';
+import { killAllNow, onPath, runToEnd, stopAll } from './processes.js';
 import { renderReport, type BenchReport, type Check, type PassResult } from './report.js';
 import type { Keys } from './scenarios.js';
 import { createKey, type DatabaseTarget } from './service.js';
@@ -111,11 +111,14 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
   const keys: Keys = { biggest: await keyOf(dataset.biggest.teamId), smallest: await keyOf(dataset.smallest.teamId) };
 
   const checks: Check[] = [...importChecks(importResult)];
-  const haveWrk = wrkInstalled();
+  const haveWrk = onPath('wrk');
   const generator: LoadGenerator = o.loadGenerator === 'auto' ? (haveWrk ? 'wrk' : 'autocannon') : o.loadGenerator;
   if (generator === 'wrk' && !haveWrk) throw new UsageError('--load-generator wrk: wrk is not on the PATH (apt-get install wrk)');
   say(`load generator: ${generator}${generator === 'autocannon' && o.loadGenerator === 'auto' ? ' (wrk is not installed; apt-get install wrk for a lighter one)' : ''}`);
-  const ctx: BenchContext = { root, workDir, logDir, o, generator, target, dataset, keys, markerFile, checks, say, keyOf };
+  const havePgbench = onPath('pgbench');
+  const anchorTool: AnchorTool = o.anchor === 'auto' ? (havePgbench ? 'pgbench' : 'driver') : o.anchor;
+  if (anchorTool === 'pgbench' && !havePgbench) throw new UsageError('--anchor pgbench: pgbench is not on the PATH (apt-get install postgresql-client)');
+  const ctx: BenchContext = { root, workDir, logDir, o, generator, anchorTool, target, dataset, keys, markerFile, checks, say, keyOf };
   const passes: PassResult[] = [];
   for (const [i, workers] of o.workers.entries()) passes.push(await runPass(ctx, workers, i === 0));
 
@@ -135,7 +138,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
       users: o.users, teams: o.teams, seed: o.seed, durationS: o.duration, rounds: o.rounds, connections: o.connections, loadGenerator: generator,
       database: 'databaseUrl' in target ? new URL(target.databaseUrl).pathname.slice(1) + ' (DATABASE_URL)' : 'embedded',
       serviceEnv: o.serviceEnv,
-      ...(ctx.anchorTool && { anchor: ctx.anchorTool }),
+      anchor: anchorTool,
     },
     dataset: { users: dataset.users, teams: dataset.teams.length, biggest: dataset.biggest, smallest: dataset.smallest },
     import: importResult,

@@ -48,7 +48,7 @@ export interface TeamView {
   idsFile: string;
 }
 
-const KEY_HEADER = 'x-service-api-key';
+export const KEY_HEADER = 'x-service-api-key';
 const SAMPLE = 200;
 /** Answers of 500 users are 5 times the size: fewer of them for the floor to hold. */
 const SAMPLE_500 = 40;
@@ -67,7 +67,7 @@ const NOCACHE_CONNECTIONS = 8;
 /** PATCH bodies, sent in turn: valid zones, each a change for most users. */
 const ZONES = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
 
-export const AFTER_DELETES = '@after-deletes';
+const AFTER_DELETES = '@after-deletes';
 
 /** The same request over and over; the floor replays its one answer. */
 function fixed(request: PlannedRequest): Pick<Scenario, 'plan' | 'captures' | 'floorPlan'> {

@@ -8,8 +8,9 @@
  * service, ...) so that a drift of the machine's speed falls on both.
  */
 import type { Anchor } from './anchor.js';
+import { KEY_HEADER } from './scenarios.js';
 
-export const WALK_LIMIT = 500;
+const WALK_LIMIT = 500;
 
 export interface WalkTeam {
   teamId: string;
@@ -46,7 +47,7 @@ async function walkService(baseUrl: string, team: WalkTeam): Promise<{ users: nu
   let users = 0;
   let errors = 0;
   for (let offset = 0; offset < team.users; offset += WALK_LIMIT) {
-    const res = await fetch(`${baseUrl}/v2/user/?limit=${WALK_LIMIT}&offset=${offset}`, { headers: { 'x-service-api-key': team.key } });
+    const res = await fetch(`${baseUrl}/v2/user/?limit=${WALK_LIMIT}&offset=${offset}`, { headers: { [KEY_HEADER]: team.key } });
     const body = Buffer.from(await res.arrayBuffer());
     if (res.status === 200) users += usersIn(body);
     else errors++;

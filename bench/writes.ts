@@ -4,8 +4,7 @@
  * scenarios, and undoing the deletions a cut-off delete-undo run leaves.
  */
 import type postgres from 'postgres';
-
-const KEY_HEADER = 'x-service-api-key';
+import { KEY_HEADER } from './scenarios.js';
 
 /** Users the patch and delete-undo scenarios pick from: plenty for 32 connections, few enough to save and put back (bench/restore.ts). */
 export const WRITE_POOL = 2000;

@@ -22,7 +22,7 @@ export const LAYERS = [
   ['validation'],
   // The stored user document: its builder, time formats and value rules.
   ['user-document'],
-  ['config.ts', 'errors'],
+  ['config.ts', 'errors', 'bounded-map.ts'],
 ];
 
 const SRC = path.resolve(import.meta.dirname, '..', 'src');

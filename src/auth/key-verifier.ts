@@ -1,3 +1,4 @@
+import { setNewest } from '../bounded-map.js';
 import type { Sql } from '../db/client.js';
 import { hashKeyText, isWellFormedKey } from './api-key.js';
 import { findKeyByHash, recordKeyUse, type KeyRecord } from './key-store.js';
@@ -71,7 +72,7 @@ export class KeyVerifier {
   /** The caller of a looked-up key; a refusal is remembered for as long as the entry it was read from. */
   private judge(presented: string, entry: CacheEntry, now: number): Caller | undefined {
     const caller = this.callerOf(entry.record, now);
-    if (!caller) boundedSet(this.refused, presented, entry.fetchedAt);
+    if (!caller) setNewest(this.refused, presented, entry.fetchedAt, MAX_ENTRIES);
     return this.outcome(caller);
   }
 
@@ -95,7 +96,7 @@ export class KeyVerifier {
       pending = findKeyByHash(this.sql, Buffer.from(id, 'base64'))
         .then((record) => {
           const entry = { record, fetchedAt };
-          boundedSet(this.cache, id, entry);
+          setNewest(this.cache, id, entry, MAX_ENTRIES);
           return entry;
         })
         .finally(() => this.inflight.delete(id));
@@ -113,12 +114,3 @@ export class KeyVerifier {
   }
 }
 
-/** Sets `key` as the newest entry of `map`, dropping the oldest beyond MAX_ENTRIES. */
-function boundedSet<K, V>(map: Map<K, V>, key: K, value: V): void {
-  map.delete(key);
-  if (map.size >= MAX_ENTRIES) {
-    const oldest = map.keys().next().value;
-    if (oldest !== undefined) map.delete(oldest);
-  }
-  map.set(key, value);
-}

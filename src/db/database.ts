@@ -31,7 +31,7 @@ export interface OpenDatabaseOptions {
 }
 
 /** A guard transition as one line for `log` (until the server points the guard at its own log). */
-export function describeHealthChange(change: DatabaseHealthChange): string {
+function describeHealthChange(change: DatabaseHealthChange): string {
   return change.healthy
     ? `database ${change.database} answering again after ${change.frozen_ms} ms frozen`
     : `database ${change.database} frozen (${change.reason}): its queries fail at once until it answers`;

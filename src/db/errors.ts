@@ -39,6 +39,11 @@ export function isUniqueViolation(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === '23505';
 }
 
+/** PostgreSQL broke a deadlock by failing this transaction (SQLSTATE 40P01). */
+export function isDeadlock(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '40P01';
+}
+
 /** PostgreSQL refused a value (SQLSTATE class 22, data exception: a malformed uuid, say). */
 export function isDataException(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
 import type { Sql } from './client.js';
 import { DATABASE_FROZEN } from './errors.js';
+import { closeProbe, databaseName, openProbe } from './probe.js';
 
 /**
  * A frozen database: every PostgreSQL process stopped (SIGSTOP, a hung host,
@@ -96,7 +97,7 @@ export function logTransitions(guard: FreezeGuard, log: TransitionLog): void {
   };
 }
 
-export class DatabaseFrozenError extends Error {
+class DatabaseFrozenError extends Error {
   readonly code = DATABASE_FROZEN;
   constructor(message: string) {
     super(message);
@@ -115,15 +116,6 @@ type AnyFunction = (...args: unknown[]) => unknown;
 
 const now = () => performance.now();
 
-/** host:port/database of a URL, never its password. */
-function databaseName(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.host}${u.pathname}`;
-  } catch {
-    return 'database';
-  }
-}
 
 export class FreezeGuard {
   /** The pool behind the gate: use it as the pool itself. */
@@ -158,7 +150,7 @@ export class FreezeGuard {
   private probeConnections = 0;
 
   constructor(pool: Sql, url: string, options: FreezeGuardOptions = {}) {
-    this.name = databaseName(url);
+    this.name = databaseName(url, 'database');
     this.url = url;
     this.checkIntervalMs = options.checkIntervalMs ?? 250;
     this.frozenAfterMs = options.frozenAfterMs ?? 500;
@@ -317,13 +309,8 @@ export class FreezeGuard {
     this.probing = true;
     let froze = false;
     try {
-      // One connection, kept open, so that a probe is one round trip. No array-type fetch on connect:
-      // postgres.js leaves that query's failure unhandled when a probe is dropped mid-connect.
       if (!this.probe) this.probeConnections++;
-      this.probe ??= postgres(this.url, {
-        max: 1, connect_timeout: Math.ceil(this.probePatienceMs / 1000), idle_timeout: 0, fetch_types: false,
-        onnotice: () => {}, connection: { application_name: this.applicationName },
-      });
+      this.probe ??= openProbe(this.url, Math.ceil(this.probePatienceMs / 1000), this.applicationName);
       const startedAt = now();
       let outcome: 'ok' | 'failed' | undefined;
       const answer = this.probe`SELECT 1`.then(() => { outcome = 'ok'; }, () => { outcome = 'failed'; });
@@ -372,6 +359,6 @@ export class FreezeGuard {
   private async dropProbe(): Promise<void> {
     const probe = this.probe;
     this.probe = undefined;
-    await probe?.end({ timeout: 0 }).catch(() => {});
+    await closeProbe(probe);
   }
 }

@@ -1,6 +1,6 @@
-import postgres from 'postgres';
 import type { Sql } from './client.js';
 import { isDatabaseUnavailable } from './errors.js';
+import { closeProbe, databaseName, openProbe } from './probe.js';
 
 export interface ReplicaPool {
   /** The replica's pool, used for reads. */
@@ -51,15 +51,7 @@ const isRetryable = (err: unknown) =>
 const meansReplicaDown = (err: unknown) =>
   isDatabaseUnavailable(err) && !['57014', '40001'].includes((err as { code?: string }).code ?? '');
 
-/** host:port/db of a URL, never its password: replicas are named this way in logs and stats. */
-function nameOf(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.host}${u.pathname}`;
-  } catch {
-    return 'replica';
-  }
-}
+
 
 /**
  * Sends reads to the healthy read replicas in turn and everything else to the
@@ -84,7 +76,7 @@ export class ReadRouter {
     // Interval + timeout stays under a second: the longest a silent replica keeps its place.
     this.checkTimeoutMs = options.checkTimeoutMs ?? 500;
     this.replicas = replicas.map((r) => ({
-      name: nameOf(r.url), sql: r.sql, url: r.url, healthy: true, reads: 0, probe: undefined, probing: false, waiters: new Set(),
+      name: databaseName(r.url, 'replica'), sql: r.sql, url: r.url, healthy: true, reads: 0, probe: undefined, probing: false, waiters: new Set(),
     }));
     if (this.replicas.length > 0) {
       this.timer = setInterval(() => this.checkAll(), options.checkIntervalMs ?? 250);
@@ -196,12 +188,7 @@ export class ReadRouter {
 
   private async check(replica: Replica): Promise<void> {
     replica.probing = true;
-    // No array-type fetch on connect: postgres.js leaves that query's failure unhandled when a
-    // probe is dropped mid-connect. One connection, kept open, so a probe is one round trip.
-    replica.probe ??= postgres(replica.url, {
-      max: 1, connect_timeout: 1, idle_timeout: 0, fetch_types: false, onnotice: () => {},
-      connection: { application_name: 'hds-health' },
-    });
+    replica.probe ??= openProbe(replica.url, 1, 'hds-health');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), this.checkTimeoutMs); });
     try {
@@ -224,6 +211,6 @@ export class ReadRouter {
   private async dropProbe(replica: Replica): Promise<void> {
     const probe = replica.probe;
     replica.probe = undefined;
-    await probe?.end({ timeout: 0 }).catch(() => {});
+    await closeProbe(probe);
   }
 }

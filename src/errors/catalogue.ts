@@ -70,7 +70,8 @@ export interface RenderedError {
   body: Buffer;
 }
 
-function render(error: ApiError): RenderedError {
+/** The contract's `{"detail": ...}` answer of `error`. */
+export function renderError(error: ApiError): RenderedError {
   return { statusCode: error.statusCode, headers: error.headers, body: Buffer.from(JSON.stringify({ detail: error.detail })) };
 }
 
@@ -81,4 +82,4 @@ function render(error: ApiError): RenderedError {
  * so they are sent without an Error, an error-handler pass or serialisation
  * (src/auth/authenticate.ts; src/http/fast-path/README.md).
  */
-export const UNAUTHORIZED = render(unauthorized());
+export const UNAUTHORIZED = renderError(unauthorized());

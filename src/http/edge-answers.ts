@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import { refusal, type ApiError } from '../errors/catalogue.js';
+import { refusal, renderError, type ApiError } from '../errors/catalogue.js';
 import type { EdgeLineWriter } from './fast-path/request-log-line.js';
 import type { AppMetrics } from './metrics.js';
+import { EVERY_ANSWER_HEADERS } from './response-headers.js';
 
 export interface EdgeDeps {
   /** Undefined when request logging is off. */
@@ -23,8 +24,7 @@ const UNROUTED = 'unrouted';
 const headersOf = (id: string, error: ApiError) => ({
   'content-type': 'application/json; charset=utf-8',
   'x-request-id': id,
-  'x-content-type-options': 'nosniff',
-  'cache-control': 'no-store',
+  ...EVERY_ANSWER_HEADERS,
   ...error.headers,
 });
 
@@ -48,7 +48,7 @@ export class EdgeAnswers {
   /** Fastify's `frameworkErrors`: the router could not route the request. No hook runs for it. */
   readonly frameworkError = (err: Error & { code?: string }, request: FastifyRequest, reply: FastifyReply): void => {
     const error = refusal(err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 414 : 400);
-    reply.code(error.statusCode).headers(headersOf(request.id, error)).send(JSON.stringify({ detail: error.detail }));
+    reply.code(error.statusCode).headers(headersOf(request.id, error)).send(renderError(error).body);
     this.record(request.id, request.ip, request.method, UNROUTED, error.statusCode, reply.elapsedTime);
   };
 
@@ -67,8 +67,8 @@ export class EdgeAnswers {
   readonly expectationFailed = (req: IncomingMessage, res: ServerResponse): void => {
     const id = randomUUID();
     const error = refusal(417);
-    const body = JSON.stringify({ detail: error.detail });
-    res.writeHead(error.statusCode, { ...headersOf(id, error), 'content-length': Buffer.byteLength(body), connection: 'close' });
+    const { body } = renderError(error);
+    res.writeHead(error.statusCode, { ...headersOf(id, error), 'content-length': body.length, connection: 'close' });
     res.end(body);
     this.record(id, req.socket.remoteAddress, req.method ?? null, UNROUTED, error.statusCode, 0);
   };
@@ -80,10 +80,10 @@ export class EdgeAnswers {
 
   private writeRaw(socket: Socket, error: ApiError, method: string | null): void {
     const id = randomUUID();
-    const body = JSON.stringify({ detail: error.detail });
-    const headers = Object.entries({ ...headersOf(id, error), 'content-length': Buffer.byteLength(body), connection: 'close' })
+    const { body } = renderError(error);
+    const headers = Object.entries({ ...headersOf(id, error), 'content-length': body.length, connection: 'close' })
       .map(([name, value]) => `${name}: ${value}\r\n`).join('');
-    socket.end(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode]}\r\n${headers}\r\n${body}`);
+    socket.end(Buffer.concat([Buffer.from(`HTTP/1.1 ${error.statusCode} ${STATUS_CODES[error.statusCode]}\r\n${headers}\r\n`, 'latin1'), body]));
     this.record(id, socket.remoteAddress, method, UNPARSED, error.statusCode, 0);
   }
 

@@ -8,9 +8,9 @@ export interface AppMetrics {
   registry: Registry;
   /** The whole exposition text: the registry's metrics and the request counts (./fast-path/request-stats.ts). */
   render(): Promise<string>;
-  /** Counts an answer that no route's hooks saw (the HTTP parser's refusals, src/http/client-errors.ts). */
+  /** Counts an answer that no route's hooks saw (the HTTP parser's and the router's refusals, src/http/edge-answers.ts). */
   recordRequest(method: string, route: string, status: number, seconds: number): void;
-  /** Incremented by the rate limiter for every 429 it answers; `scope` is what ran out (team, ip). */
+  /** Incremented by the rate limiter for every 429 it answers; `scope` is what ran out (ip, team, auth). */
   rateLimitRejections: Counter<'scope'>;
 }
 

@@ -1,5 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 
+/** On every answer besides its `x-request-id`, also on those given where no hook runs (src/http/edge-answers.ts). */
+export const EVERY_ANSWER_HEADERS = { 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' } as const;
+
 /**
  * Headers on every answer, errors included. `no-store` everywhere, not only
  * on user data: one hook instead of two per request, and nothing this
@@ -10,8 +13,7 @@ export function registerResponseHeaders(app: FastifyInstance): void {
   // microtask turn on every request, which showed in the cheapest answers (401s).
   app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-request-id', request.id);
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('cache-control', 'no-store');
+    reply.headers(EVERY_ANSWER_HEADERS);
     done(null, payload);
   });
 }

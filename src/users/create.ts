@@ -40,8 +40,10 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
   const template = documentTemplate(userId, teamId, input);
   for (let attempt = 1; ; attempt++) {
     const [tried] = await retryingDeadlocks(() => insertUser(sql, userId, teamId, input, template, false));
-    if (tried?.doc) return { created: true, user_id: userId, doc: tried.doc };
-    if (tried && !tried.in_order) {
+    // No row at all: the team is gone (deleted after the key was checked); trying again cannot help.
+    if (!tried) throw new Error(`team ${teamId} does not exist`);
+    if (tried.doc) return { created: true, user_id: userId, doc: tried.doc };
+    if (!tried.in_order) {
       // Only when the clock went back, or an import brought users from the future: inserted, then the team renumbered.
       const doc = await retryingDeadlocks(() => sql.begin(async (tx) => {
         const [forced] = await insertUser(tx, userId, teamId, input, template, true);

@@ -8,7 +8,7 @@ import { parsePgTime } from '../user-document/pg-time.js';
 import { notAnObject, toValidationItems } from '../validation/items.js';
 
 /** What PATCH may change; a field sent as null clears it (client_user_id excepted). */
-export const PATCHABLE = ['client_user_id', 'fallback_time_zone', 'fallback_birth_date', 'ingestion_start', 'ingestion_end'] as const;
+const PATCHABLE = ['client_user_id', 'fallback_time_zone', 'fallback_birth_date', 'ingestion_start', 'ingestion_end'] as const;
 type Field = (typeof PATCHABLE)[number];
 export type UserPatch = Partial<Record<Field, string | null>>;
 

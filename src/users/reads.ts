@@ -4,6 +4,7 @@ import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js
 import { PageCache } from './page-cache.js';
 import { findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
 import { currentWeek, teamMetrics, type TeamMetrics, type TeamMetricsRead } from './team-metrics.js';
+import { setNewest } from '../bounded-map.js';
 import { isUuid } from '../user-document/rules.js';
 
 /** Enough free page buffers for 32 pages of 500 users at once; a page buffer is at most 512 KB. */
@@ -80,16 +81,16 @@ export class UserReads {
       const version = await this.router.read((sql) => findTeamVersionBatched(sql, teamId));
       if (version === undefined) return undefined;
       if (version === known.version) {
-        this.metricsByTeam.delete(teamId);
-        this.metricsByTeam.set(teamId, known);
+        setNewest(this.metricsByTeam, teamId, known, METRICS_KEPT);
         return known.metrics;
       }
     }
     const read = await this.router.read((sql) => teamMetrics(sql, teamId));
-    this.metricsByTeam.delete(teamId);
-    if (!read) return undefined;
-    this.metricsByTeam.set(teamId, read);
-    if (this.metricsByTeam.size > METRICS_KEPT) this.metricsByTeam.delete(this.metricsByTeam.keys().next().value!);
+    if (!read) {
+      this.metricsByTeam.delete(teamId);
+      return undefined;
+    }
+    setNewest(this.metricsByTeam, teamId, read, METRICS_KEPT);
     return read.metrics;
   }
 

@@ -1,5 +1,5 @@
-/** SQLSTATE of a transaction PostgreSQL failed to break a deadlock. */
-const DEADLOCK_DETECTED = '40P01';
+import { isDeadlock } from '../db/errors.js';
+
 const TRIES = 4;
 
 /**
@@ -14,7 +14,7 @@ export async function retryingDeadlocks<T>(write: () => Promise<T>): Promise<T> 
     try {
       return await write();
     } catch (err) {
-      if ((err as { code?: unknown }).code !== DEADLOCK_DETECTED || attempt >= TRIES) throw err;
+      if (!isDeadlock(err) || attempt >= TRIES) throw err;
     }
   }
 }

@@ -1,7 +1,7 @@
 import type { Sql } from '../db/client.js';
 
 /** How many weeks `number_of_connected_sources_by_week` covers, the current one last. */
-export const METRIC_WEEKS = 12;
+const METRIC_WEEKS = 12;
 
 export interface TeamMetrics {
   team_id: string;

@@ -10,7 +10,7 @@ import { ErrorMessage } from '../errors/schemas.js';
 import { toValidationItems } from '../validation/items.js';
 import { createUser } from './create.js';
 import { deleteUser, undoDelete, type UndoTarget } from './deletion.js';
-import { checkPatchBody, patchUser } from './patch.js';
+import { checkPatchBody, ingestionOrder, patchUser } from './patch.js';
 import { deregisterProvider, isKnownSource } from './providers.js';
 import { COMMON_ERRORS, SECURITY, notFoundAnswer, sendUser, type UserRoutesDeps } from './route-parts.js';
 import { ClientUserIdConflict, CreateUserBody, DeregisterParams, PatchUserBody, Success, UndoDeleteQuery, User, UserIdParams } from './schemas.js';
@@ -42,10 +42,8 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
     },
   }, async (request, reply) => {
     const body = request.body;
-    const order = body.ingestion_start && body.ingestion_end && body.ingestion_start > body.ingestion_end;
-    if (order) {
-      throw invalid([{ type: 'value_error', loc: ['body', 'ingestion_start'], msg: 'Value error, ingestion_start must not be after ingestion_end', input: body.ingestion_start }]);
-    }
+    const order = ingestionOrder(body.ingestion_start, body.ingestion_end);
+    if (order) throw invalid([order]);
     const result = await createUser(write, callerOf(request).teamId, body);
     if (!result.created) throw clientUserIdExists(result.existing);
     return sendUser(request, reply, result);

@@ -2,10 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import type { LogDestination } from './log-destination.js';
 import { REQUEST_ID_PATTERN } from './request-id.js';
+import { routePattern } from './route-pattern.js';
 
 /** What an IP address is written with; anything else (from a trusted proxy's header) is escaped. */
 const ADDRESS_PATTERN = /^[0-9A-Fa-f.:]{1,45}$/;
-import { routePattern } from './route-pattern.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
