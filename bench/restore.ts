@@ -7,7 +7,7 @@
  * connected sources (the contract's section 8), created users stay, PATCH
  * leaves the new time zones, and a create moves the team's next position on,
  * which leaves a hole at the end of its positions once the created users are
- * gone (and a team with holes pages through list_start instead of the
+ * gone (and a team with holes pages through its tree, list_seek, instead of the
  * arithmetic fast path, migrations/005). So, before the first write, every
  * user the writes may touch is saved (the write pool, the users the
  * after-deletes step deletes, the first and the last user), with its

@@ -86,7 +86,7 @@ describe('the page statement', () => {
         await tx`SET LOCAL track_functions = 'pl'`;
         const page = await findUserPage(tx as unknown as Sql, holey.teamId, 50, 100);
         assert.equal(JSON.parse(page!.body.toString()).users.length, 100);
-        const [row] = await tx<{ calls: string }[]>`SELECT pg_stat_get_xact_function_calls('list_start'::regproc) AS calls`;
+        const [row] = await tx<{ calls: string }[]>`SELECT pg_stat_get_xact_function_calls('list_seek'::regproc) AS calls`;
         return Number(row!.calls);
       });
       assert.equal(calls, 1);

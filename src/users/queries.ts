@@ -46,7 +46,9 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * from the position of the user at `offset`, whatever the offset: that is
  * offset + 1 in a team whose positions have no holes, and otherwise found
  * through the team's tree of live users per bucket of positions
- * (list_start, migrations/005). `total` is the team's counter.
+ * (migrations/005): list_seek (migrations/007) gives the bucket and how
+ * many of its users to skip, and the statement skips them in the index.
+ * `total` is the team's counter.
  *
  * Measured choices (issue 19, figures in CHANGELOG.md):
  *
@@ -59,8 +61,12 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  *   test/page-statement.test.ts pins the plan.
  * - `OFFSET 0` keeps `s` a subquery of its own, computed once per page:
  *   flattened, its expression took the place of `s.start` in every use, so
- *   list_start ran again for every row returned (a page of 100 of a team
- *   with holes cost 51 ms instead of 1.6 ms).
+ *   the start was found again for every row returned (a page of 100 of a
+ *   team with holes cost 51 ms instead of 1.6 ms). The same holds for `b`:
+ *   list_seek runs once per page, not once for each of its two uses.
+ * - The skip into the bucket is part of this statement's plan, not a query
+ *   inside a PL/pgSQL function: that one paid for its own plan lookup and
+ *   snapshot on every page.
  * - The limit applies to the whole statement, the inner range is bounded by
  *   the largest page: with `LIMIT $n` inside, PostgreSQL's plan cache kept
  *   planning the statement for every execution (a custom plan, its
@@ -89,7 +95,13 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
-                    ELSE list_start(t.team_id, t.list_tree, ${offset}) END AS start
+                    ELSE (SELECT k.position
+                          FROM (SELECT list_seek(t.list_tree, ${offset}) AS at OFFSET 0) b
+                          CROSS JOIN LATERAL (
+                            SELECT position FROM users
+                            WHERE team_id = t.team_id AND position > b.at[1]
+                            ORDER BY position OFFSET b.at[2] LIMIT 1
+                          ) k) END AS start
         OFFSET 0
       ) s
       LEFT JOIN LATERAL (
