@@ -30,7 +30,7 @@ import type { BenchOptions } from './options.js';
 import { sampleMemory, type MemorySampler } from './processes.js';
 import { judge, num, type Check, type Measured, type PassResult } from './report.js';
 import { inconsistencies, restoreAfterWrites, saveBeforeWrites } from './restore.js';
-import { AFTER_DELETE_IDS, afterDeleteScenarios, nocacheScenarios, readScenarios, writeScenarios, type Keys, type Scenario } from './scenarios.js';
+import { AFTER_DELETE_IDS, afterDeleteScenarios, NOCACHE_IDS, nocacheScenarios, readScenarios, writeScenarios, type Keys, type Scenario } from './scenarios.js';
 import { databaseUrlOf, startService, stopService, type DatabaseTarget, type Service } from './service.js';
 import { compareWalks, type WalkTeam } from './walk.js';
 import { deleteUsers, measureDeleteCost, TeamClient, undoLeftovers, WRITE_POOL } from './writes.js';
@@ -340,14 +340,13 @@ async function nocachePhase(phase: Phase): Promise<void> {
 }
 
 /** What the page-cache-off service runs (its ids, for --only). */
-const nocacheIds = (ctx: BenchContext) => [...nocacheScenarios(ctx.dataset, ctx.keys).map((s) => s.id), 'walk', 'walk-8'];
+const NOCACHE_PHASE_IDS = [...NOCACHE_IDS, 'walk', 'walk-8'];
 
 export async function runPass(ctx: BenchContext, workers: number, first: boolean): Promise<PassResult> {
-  const nocache = nocacheIds(ctx);
-  const onlyNocache = ctx.o.only.length > 0 && ctx.o.only.every((id) => nocache.includes(id));
+  const onlyNocache = ctx.o.only.length > 0 && ctx.o.only.every((id) => NOCACHE_PHASE_IDS.includes(id));
   const phases: Awaited<ReturnType<typeof runPhase>>[] = [];
   if (!onlyNocache) phases.push(await runPhase(ctx, workers, {}, first, mainPhase));
-  if (nocache.some((id) => wanted(ctx, id))) {
+  if (NOCACHE_PHASE_IDS.some((id) => wanted(ctx, id))) {
     phases.push(await runPhase(ctx, workers, { PAGE_CACHE_MB: '0' }, first && phases.length === 0, nocachePhase));
   }
   const services = phases.map((p) => p.service);

@@ -221,17 +221,20 @@ export function writeScenarios(keys: Keys, poolFile: string, clientUserIdPrefix:
  * service of their own, bench/pass.ts): every page read from PostgreSQL,
  * as for a client that never asks for the same page twice.
  */
+/** The ids of nocacheScenarios(), known without drawing their pages. */
+export const NOCACHE_IDS = ['list-random-nocache', 'list-random-500-nocache'] as const;
+
 export function nocacheScenarios(dataset: Dataset, keys: Keys): Scenario[] {
   const big = { [KEY_HEADER]: keys.biggest };
   const { teamId, users } = dataset.biggest;
   return [
     {
-      id: 'list-random-nocache', title: 'list limit=100, random offsets, page cache off', expect: 200, connections: NOCACHE_CONNECTIONS,
+      id: NOCACHE_IDS[0], title: 'list limit=100, random offsets, page cache off', expect: 200, connections: NOCACHE_CONNECTIONS,
       ...randomPages(teamId, big, 100, Math.max(users - 100, 0), SAMPLE / 2),
       targets: [{ kind: 'anchor', min: 0.5 }, { kind: 'floor', min: 0.3 }],
     },
     {
-      id: 'list-random-500-nocache', title: 'list limit=500, random offsets, page cache off', expect: 200, connections: NOCACHE_CONNECTIONS,
+      id: NOCACHE_IDS[1], title: 'list limit=500, random offsets, page cache off', expect: 200, connections: NOCACHE_CONNECTIONS,
       ...randomPages(teamId, big, 500, Math.max(users - 500, 0), SAMPLE_500),
       targets: [{ kind: 'floor', min: 0.3 }],
     },

@@ -105,6 +105,11 @@ export async function teamWithUsers(sql: Sql, count: number): Promise<TeamWithUs
   return { ...team, users };
 }
 
+/** A request to `app` as the team whose key is `key`, with a JSON body when one is given. */
+export function callAs(app: App, key: string, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) {
+  return app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+}
+
 export interface AppWithTwoTeams { sql: Sql; app: App; team: TeamWithUsers; other: TeamWithUsers }
 
 /**

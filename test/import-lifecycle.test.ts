@@ -13,7 +13,7 @@ import type { App } from '../src/app.js';
 import { importUsers, type ImportMethod } from '../src/import/import.js';
 import { exportUsers } from '../src/import/export.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
-import { generateUsers, lines, rejectsAt, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
+import { callAs, generateUsers, lines, rejectsAt, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
 
 const DAY = 86_400_000;
 const WEEK = 7 * DAY;
@@ -80,7 +80,7 @@ describe('import and the user lifecycle', () => {
   });
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, key: string) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': key } });
+    callAs(app, key, method, url);
   const usersExisting = async (ids: string[]) =>
     (await sql<{ user_id: string }[]>`SELECT user_id FROM users WHERE user_id = ANY(${ids}::uuid[])`).map((r) => r.user_id);
   const teamsExisting = async (ids: string[]) =>

@@ -11,7 +11,7 @@ import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
-import { byListOrder, generateUsers, lines, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
+import { callAs, byListOrder, generateUsers, lines, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface Listed { user_id: string; created_on: string }
 
@@ -36,7 +36,7 @@ describe('paging while users change and leave', () => {
   });
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': team.key }, ...(payload ? { payload } : {}) });
+    callAs(app, team.key, method, url, payload);
   const pick = <T>(from: Map<string, T>) => [...from.keys()][randomInt(from.size)]!;
 
   async function deleteOne(): Promise<void> {

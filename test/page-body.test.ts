@@ -18,7 +18,7 @@ describe('page body writer', () => {
     const docs = ids.map((id, i) => doc(id, i === 2 ? 30_000 : 3));
     const page = new PageBodyWriter(buffers, 30);
     for (const d of docs) page.add(d);
-    const { body, buffer, auditIds } = page.finish('1234', 40, 30);
+    const { body, buffer, auditIds } = page.finish('1234', 40);
     assert.equal(body.toString(), `{"users":[${docs.join(',')}],"total":1234,"offset":40,"limit":30}`);
     assert.deepEqual(JSON.parse(auditIds!), ids);
     assert.equal(body.buffer, buffer.buffer, 'the body lies in the buffer to give back');
@@ -27,7 +27,7 @@ describe('page body writer', () => {
 
   it('answers an empty page with no audit ids', () => {
     const page = new PageBodyWriter(new AnswerBuffers(0), 100);
-    const { body, auditIds } = page.finish('7', 7, 100);
+    const { body, auditIds } = page.finish('7', 7);
     assert.equal(body.toString(), '{"users":[],"total":7,"offset":7,"limit":100}');
     assert.equal(auditIds, null);
   });
@@ -50,6 +50,6 @@ describe('page body writer', () => {
     page.add(doc(randomUUID()));
     page.abandon();
     assert.equal(buffers.kept, kept);
-    assert.throws(() => page.finish('1', 0, 100), /already finished or given back/);
+    assert.throws(() => page.finish('1', 0), /already finished or given back/);
   });
 });

@@ -5,7 +5,7 @@ import { after, before, describe, it, mock } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
-import { lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { callAs, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 const DAY = 86_400_000;
 const WEEK = 7 * DAY;
@@ -66,7 +66,7 @@ describe('GET /v2/user/metrics', () => {
   });
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, key = team.key, payload?: object) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+    callAs(app, key, method, url, payload);
   /** The metrics answer, checked for shape; and the current Monday as the request saw it. */
   const metrics = async (key = team.key) => {
     const before = mondayOf(Date.now());

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
-import { appWithTwoTeams, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
+import { callAs, appWithTwoTeams, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
 
 describe('DELETE /v2/user/{user_id}, undo and purge', () => {
   let sql: Sql;
@@ -16,7 +16,7 @@ describe('DELETE /v2/user/{user_id}, undo and purge', () => {
   appWithTwoTeams(40, 5, (f) => ({ sql, app, team, other } = f));
 
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, key = team.key) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+    callAs(app, key, method, url, payload);
   const listIds = async (key = team.key) => {
     const res = await call('GET', '/v2/user/?limit=500', undefined, key);
     return { ids: res.json().users.map((u: { user_id: string }) => u.user_id) as string[], total: res.json().total as number };

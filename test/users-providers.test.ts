@@ -1,11 +1,11 @@
 /** GET /v2/user/providers/{user_id} and DELETE /v2/user/{user_id}/{provider}: contract section 8. */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
-import { canonicalTimes, comparableHeaders, lines, teamWithUsers, testApp, testSql, withSortedSources, type TeamWithUsers } from './helpers.js';
+import { appWithTwoTeams, callAs, canonicalTimes, comparableHeaders, lines, withSortedSources, type TeamWithUsers } from './helpers.js';
 
 const GONE = { detail: 'The user does not or no longer exists in this team' };
 const NOT_CONNECTED = { detail: 'Provider not connected' };
@@ -37,24 +37,22 @@ describe('providers and deregister', () => {
   let other: TeamWithUsers;
   const used = new Set<string>();
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithUsers(sql, 60);
-    other = await teamWithUsers(sql, 10);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  // Generated users have 0 to 4 sources at random: teams big enough that each file's picks below always find theirs.
+  appWithTwoTeams(120, 30, (f) => ({ sql, app, team, other } = f));
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, key = team.key, payload?: object) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+    callAs(app, key, method, url, payload);
   const providers = (userId: string, key = team.key) => call('GET', `/v2/user/providers/${userId}`, key);
   const deregister = (userId: string, slug: string, key = team.key) => call('DELETE', `/v2/user/${userId}/${slug}`, key);
-  /** An imported user of the team with at least `n` sources, not used by another test. */
+  /**
+   * An imported user of the team with at least `n` sources, not used by
+   * another test: the one with the fewest such, so that picks of one source
+   * do not use up the users with several.
+   */
   const userWith = (n: number, of: TeamWithUsers = team) => {
-    const user = of.users.find((u) => u.connected_sources.length >= n && !used.has(u.user_id));
+    const user = of.users
+      .filter((u) => u.connected_sources.length >= n && !used.has(u.user_id))
+      .reduce<Record<string, any> | undefined>((best, u) => (best && best.connected_sources.length <= u.connected_sources.length ? best : u), undefined);
     assert.ok(user, `a generated user with ${n} sources`);
     used.add(user.user_id);
     return user;

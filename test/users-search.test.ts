@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { App } from '../src/app.js';
-import { appWithTwoTeams, asApiUser, canonicalTimes, type TeamWithUsers } from './helpers.js';
+import { callAs, appWithTwoTeams, asApiUser, canonicalTimes, type TeamWithUsers } from './helpers.js';
 
 describe('GET /v2/team/users/search', () => {
   let app: App;
@@ -13,7 +13,7 @@ describe('GET /v2/team/users/search', () => {
   appWithTwoTeams(25, 10, (f) => ({ app, team, other } = f));
 
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, key = team.key, payload?: object) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
+    callAs(app, key, method, url, payload);
   const search = (q: string, key = team.key) => call('GET', `/v2/team/users/search?query_id=${encodeURIComponent(q)}`, key);
   /** The ids a search answers, checking that it is a 200 array of the users as GET answers them. */
   const found = async (q: string, key = team.key) => {

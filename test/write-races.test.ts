@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { callAs, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 const ROUNDS = 40;
 
@@ -28,7 +28,7 @@ describe('concurrent writes that meet in opposite orders', () => {
   });
 
   const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
-    app.inject({ method, url, headers: { 'x-service-api-key': team.key }, ...(payload ? { payload } : {}) });
+    callAs(app, team.key, method, url, payload);
   const create = async (clientUserId: string) => {
     const res = await call('POST', '/v2/user/', { client_user_id: clientUserId });
     assert.equal(res.statusCode, 200, res.body);

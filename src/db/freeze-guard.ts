@@ -36,18 +36,20 @@ import { closeProbe, databaseName, openProbe } from './probe.js';
  * when the server resumes: a 503 says the outcome is unknown.
  */
 
+/**
+ * How long one probe is waited for before its connection is dropped and a
+ * new one opened next time (a server that restarted during the freeze never
+ * answers the old one); at least the time after which the database counts as
+ * frozen. Meanwhile a frozen server that resumes answers the probe waiting on
+ * it at once.
+ */
+const PROBE_PATIENCE_MS = 5000;
+
 export interface FreezeGuardOptions {
   /** How often the probe runs. */
   checkIntervalMs?: number;
   /** How long the probe, and every query of the pool, may go unanswered before the database is taken as frozen. */
   frozenAfterMs?: number;
-  /**
-   * How long one probe is waited for before its connection is dropped and a
-   * new one opened next time (a server that restarted during the freeze
-   * never answers the old one). Meanwhile a frozen server that resumes
-   * answers the probe waiting on it at once.
-   */
-  probePatienceMs?: number;
   /** The probe connection's application_name. */
   applicationName?: string;
 }
@@ -154,7 +156,7 @@ export class FreezeGuard {
     this.url = url;
     this.checkIntervalMs = options.checkIntervalMs ?? 250;
     this.frozenAfterMs = options.frozenAfterMs ?? 500;
-    this.probePatienceMs = Math.max(options.probePatienceMs ?? 5000, this.frozenAfterMs);
+    this.probePatienceMs = Math.max(PROBE_PATIENCE_MS, this.frozenAfterMs);
     this.applicationName = options.applicationName ?? 'hds-health';
     this.sql = this.gate(pool, () => false);
     this.timer = setInterval(() => {
@@ -187,11 +189,18 @@ export class FreezeGuard {
    * query it makes goes through dispatch() and `begin` through begin().
    */
   private gate(target: Sql, abandoned: () => boolean): Sql {
+    // Every query of one pool or transaction has the same handler: its wrapper is made once, not per query.
+    let send: DriverQuery['handler'] | undefined;
+    let wrapped: DriverQuery['handler'] | undefined;
     const watch = (result: unknown) => {
       const query = result as DriverQuery;
-      const send = query.handler;
+      if (query.handler !== send || !wrapped) {
+        const original = query.handler;
+        send = original;
+        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, abandoned), { debug: original.debug });
+      }
       // The query calls its handler once, when first awaited: that is when it would reach the pool.
-      query.handler = Object.assign((q: DriverQuery) => this.dispatch(q, send, abandoned), { debug: send.debug });
+      query.handler = wrapped;
       return result;
     };
     return new Proxy(target, {

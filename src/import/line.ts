@@ -82,7 +82,6 @@ export function parseImportLine(text: string, lineNo: number): ImportedUser {
     if (!isStorableText(v)) throw new ImportError(lineNo, `${field}: contains a NUL character or an unpaired UTF-16 surrogate`);
     return v;
   };
-  storable('client_user_id', u.client_user_id);
   const sources: ImportedUser['connected_sources'] = [];
   let ordered = true;
   for (let i = 0; i < u.connected_sources.length; i++) {

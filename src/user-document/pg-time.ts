@@ -136,3 +136,8 @@ export function weekOf(time: { seconds: number }): number {
 export function pgDayText(days: number): string {
   return new Date((days + PG_EPOCH_DAYS) * 86_400_000).toISOString().slice(0, 10);
 }
+
+/** The Monday (UTC) of the week the instant `ms` (milliseconds since 1970) falls in, as YYYY-MM-DD: weekOf() for a clock's time. */
+export function weekOfInstant(ms: number): string {
+  return pgDayText(weekOf({ seconds: Math.floor(ms / 1000) - PG_EPOCH_DAYS * 86400 }));
+}

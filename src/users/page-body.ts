@@ -77,10 +77,10 @@ export class PageBodyWriter {
   }
 
   /** The answer (in `buffer`, from `buffers`: give it back once sent) and the audit's id array (null for no users). */
-  finish(total: string, offset: number, limit: number): { body: Buffer; buffer: Buffer; auditIds: string | null } {
+  finish(total: string, offset: number): { body: Buffer; buffer: Buffer; auditIds: string | null } {
     if (this.closed) throw new Error('the page was already finished or given back');
     this.closed = true;
-    const close = `],"total":${total},"offset":${offset},"limit":${limit}}`;
+    const close = `],"total":${total},"offset":${offset},"limit":${this.limit}}`;
     this.room(close.length);
     this.used += this.buffer.write(close, this.used, 'latin1');
     let auditIds: string | null = null;

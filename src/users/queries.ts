@@ -127,7 +127,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
     page.abandon();
     return undefined;
   }
-  const { body, buffer, auditIds } = page.finish(total, offset, limit);
+  const { body, buffer, auditIds } = page.finish(total, offset);
   return { body, auditIds, version, lease: buffer };
 }
 

@@ -1,4 +1,5 @@
 import type { Sql } from '../db/client.js';
+import { weekOfInstant } from '../user-document/pg-time.js';
 
 /** How many weeks `number_of_connected_sources_by_week` covers, the current one last. */
 const METRIC_WEEKS = 12;
@@ -13,17 +14,11 @@ export interface TeamMetrics {
   number_of_ordered_tests: number;
 }
 
-const DAY_MS = 86_400_000;
-
-/** The Monday (UTC) of the week `at` falls in, as YYYY-MM-DD. */
-function weekOf(at: number): string {
-  const day = new Date(at).getUTCDay(); // 0 = Sunday
-  return new Date(at - ((day + 6) % 7) * DAY_MS).toISOString().slice(0, 10);
-}
+const WEEK_MS = 7 * 86_400_000;
 
 /** The Monday (UTC) of this week: the last week of the metrics' series, so what their answer depends on besides the team's data. */
 export function currentWeek(now = Date.now()): string {
-  return weekOf(now);
+  return weekOfInstant(now);
 }
 
 /** A team's metrics with what they were read at: the team's version (teams.version, migrations/003) and the current week. */
@@ -39,7 +34,7 @@ export interface TeamMetricsRead {
  * connections. Undefined when the team does not exist.
  */
 export async function teamMetrics(sql: Sql, teamId: string, now = Date.now()): Promise<TeamMetricsRead | undefined> {
-  const weeks = Array.from({ length: METRIC_WEEKS }, (_, i) => weekOf(now - (METRIC_WEEKS - 1 - i) * 7 * DAY_MS));
+  const weeks = Array.from({ length: METRIC_WEEKS }, (_, i) => weekOfInstant(now - (METRIC_WEEKS - 1 - i) * WEEK_MS));
   const rows = await sql<{ version: string; users: string; connected: string; week: string | null; connections: number | null }[]>`
     SELECT t.version::text AS version, t.user_count::text AS users, t.connected_sources::text AS connected, w.week::text AS week, w.connections
     FROM teams t

@@ -69,7 +69,8 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
     attachValidation: true,
   }, async (request, reply) => {
     const failed = request.validationError as (Error & { validationContext?: string; validation?: Parameters<typeof toValidationItems>[1] }) | undefined;
-    if (failed?.validationContext === 'params') throw invalid(toValidationItems('params', failed.validation ?? []));
+    // A bad user_id is answered by the error handler, as on every other route.
+    if (failed?.validationContext === 'params') throw failed;
     const { teamId } = callerOf(request);
     const { user_id } = request.params;
     const check = checkPatchBody(request.body, failed?.validationContext === 'body' ? failed.validation : undefined);
