@@ -37,6 +37,7 @@ async function startServer(config: Config) {
   logFlushTimer.unref();
   const app = await buildApp({ config, sql: db.sql, reads, loggerInstance: logger });
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
+  reads.onReadFailed = (failure) => app.log.warn(failure, 'read failed on a replica: re-run on the primary');
   if (db.guard) logTransitions(db.guard, app.log);
   const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();

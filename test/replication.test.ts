@@ -24,8 +24,8 @@ import { connect, type Sql } from '../src/db/client.js';
 import { postgresBinaries, postgresSystemUser, runPostgresBinary, type PostgresBinaries } from '../src/db/embedded.js';
 import { freePort } from '../src/db/free-port.js';
 import { migrate } from '../src/db/migrate.js';
-import { ReadRouter } from '../src/db/read-router.js';
-import { teamWithUsers, testConfig, type TeamWithUsers } from './helpers.js';
+import { ReadRouter, type ReplicaReadFailure } from '../src/db/read-router.js';
+import { collectingStream, teamWithUsers, testConfig, type TeamWithUsers } from './helpers.js';
 
 const READ_APP_NAME = 'hds-replication-test-read';
 const SLOT = 'hds_test_standby';
@@ -178,6 +178,12 @@ describe('read replicas on a streaming standby', () => {
   let router: ReadRouter;
   let app: App;
   let team: TeamWithUsers;
+  /** The app's log lines at level warn and above: a failed request's cause, for the message of the assertion it fails. */
+  let logged: () => Record<string, any>[];
+  const readFailures: ReplicaReadFailure[] = [];
+  /** Every status but 200 fails the assertion, with what the app logged about it. */
+  const assertAllOk = (statuses: number[], message: string) =>
+    assert.deepEqual(statuses.filter((s) => s !== 200), [], `${message}; logged: ${JSON.stringify(logged().filter((l) => l.level >= 50))}`);
   /** Also the exit hook: nothing of ours outlives the process, even after a failure or a hang. */
   const cleanUp = () => {
     standby?.stopNow();
@@ -234,7 +240,10 @@ describe('read replicas on a streaming standby', () => {
     router = new ReadRouter(primarySql, [{ sql: standbySql, url: standby.url }], { checkTimeoutMs: PATIENCE_MS });
     // Rate limits out of reach: a fast machine must not meet a 429 under the load below.
     const config = testConfig({ DATABASE_URL: primary.url, DATABASE_READ_URLS: standby.url });
-    app = await buildApp({ config, sql: primarySql, reads: router, logger: false });
+    router.onReadFailed = (failure) => readFailures.push(failure);
+    const log = collectingStream();
+    logged = log.lines;
+    app = await buildApp({ config, sql: primarySql, reads: router, logger: { level: 'warn', stream: log.stream } });
     team = await teamWithUsers(primarySql, 30);
     await until('the standby replays the imported users', async () => {
       const [row] = await standbySql<{ n: number }[]>`SELECT count(*)::int AS n FROM users WHERE team_id = ${team.teamId}`;
@@ -306,6 +315,39 @@ describe('read replicas on a streaming standby', () => {
     }
   });
 
+  it('answers from the primary a read that fails on the standby for a reason of its own, and reports it', async () => {
+    // Only the standby's sessions stop finding the tables: every query of the app fails there with 42P01.
+    await standbySql`ALTER SYSTEM SET search_path = 'nowhere'`;
+    await standbySql`SELECT pg_reload_conf()`;
+    try {
+      await until('the standby applies the setting', async () => {
+        const [row] = await standbySql<{ search_path: string }[]>`SHOW search_path`;
+        return row!.search_path === 'nowhere';
+      });
+      const primaryBefore = primaryReads();
+      const failuresBefore = readFailures.length;
+      const user = team.users[3]!;
+      const byId = await get(`/v2/user/${user.user_id}`);
+      assert.equal(byId.statusCode, 200);
+      assert.equal(byId.json().client_user_id, user.client_user_id);
+      const list = await get('/v2/user/?limit=3');
+      assert.equal(list.statusCode, 200);
+      assert.equal(list.json().users.length, 3);
+      const failures = readFailures.slice(failuresBefore);
+      assert.ok(failures.length >= 2, `both reads failed on the standby: ${JSON.stringify(failures)}`);
+      assert.ok(failures.every((f) => f.code === '42P01' && f.replica.includes(String(standby.port))), JSON.stringify(failures));
+      assert.equal(primaryReads() - primaryBefore, failures.length, 'each failed read ran again on the primary');
+      assert.equal(replicaHealthy(), true, 'a failed read is not a dead replica');
+    } finally {
+      await standbySql`ALTER SYSTEM RESET search_path`;
+      await standbySql`SELECT pg_reload_conf()`;
+    }
+    await until('the standby finds the tables again', async () => {
+      const [row] = await standbySql<{ search_path: string }[]>`SHOW search_path`;
+      return row!.search_path !== 'nowhere';
+    });
+  });
+
   it('takes a stopped standby out of rotation within a second, failing no request', async () => {
     let detectedMs = 0;
     const statuses = await underLoad(8, async () => {
@@ -318,7 +360,7 @@ describe('read replicas on a streaming standby', () => {
       await stopping;
       await moreReads('on the primary once the standby is down', primaryReads, 50);
     });
-    assert.deepEqual(statuses.filter((s) => s !== 200), [], 'every request under load succeeded');
+    assertAllOk(statuses, 'every request under load succeeded');
     assert.ok(detectedMs < 1000, `detected after ${detectedMs} ms`);
     const primaryBefore = primaryReads();
     assert.equal((await get('/v2/user/?limit=5')).statusCode, 200);
@@ -331,7 +373,7 @@ describe('read replicas on a streaming standby', () => {
     await until('the router marks the standby up', replicaHealthy);
     const readsBefore = replicaReads();
     const statuses = await underLoad(4, () => moreReads('on the restarted standby', replicaReads, 200).then(() => {}));
-    assert.deepEqual(statuses.filter((s) => s !== 200), []);
+    assertAllOk(statuses, 'every request on the restarted standby succeeded');
     assert.ok(replicaReads() - readsBefore > statuses.length / 2, 'most reads are on the standby again');
   });
 });

@@ -41,26 +41,30 @@ interface Replica {
 
 const ABANDONED = Symbol('replica went down');
 
-/**
- * Only recovery conflicts, besides unavailability, are worth re-running on the
- * primary: a hot standby cancels a query whose rows replay must remove (40001).
- */
-const isRetryable = (err: unknown) =>
-  isDatabaseUnavailable(err) || (err as { code?: string } | null)?.code === '40001';
 /** A slow statement or a recovery conflict says nothing about the replica's health. */
 const meansReplicaDown = (err: unknown) =>
   isDatabaseUnavailable(err) && !['57014', '40001'].includes((err as { code?: string }).code ?? '');
 
+/** A failure that is part of a replica's normal life (unavailable, slow, a recovery conflict): re-run without a word. */
+const isExpectedOnReplica = (err: unknown) =>
+  isDatabaseUnavailable(err) || (err as { code?: string } | null)?.code === '40001';
 
+export interface ReplicaReadFailure {
+  replica: string;
+  code: string | undefined;
+  message: string;
+}
 
 /**
  * Sends reads to the healthy read replicas in turn and everything else to the
- * primary. A replica leaves the rotation at once when a read on it fails with a
- * connection error (that read is re-run on the primary, so the client sees no
- * failure), or when a background probe fails or takes longer than
- * `checkTimeoutMs`; it comes back when a probe succeeds again. Reads in flight
- * on a replica that is marked down are re-run on the primary instead of
- * waiting for a server that no longer answers.
+ * primary. A read that fails on a replica, for whatever reason, is re-run on
+ * the primary: a replica only ever holds a copy of what the primary has, so
+ * the primary's answer is the one to give, and the client sees no failure
+ * the primary would not also have. A replica leaves the rotation at once when
+ * a read on it fails with a connection error, or when a background probe
+ * fails or takes longer than `checkTimeoutMs`; it comes back when a probe
+ * succeeds again. Reads in flight on a replica that is marked down are re-run
+ * on the primary instead of waiting for a server that no longer answers.
  * Without replicas every read runs on the primary, with no timers.
  */
 export class ReadRouter {
@@ -71,6 +75,8 @@ export class ReadRouter {
   private primaryReads = 0;
   /** Called on every health transition; the server points it at its log. */
   onHealthChange: (change: ReplicaHealthChange) => void = () => {};
+  /** Called when a read fails on a replica for a reason other than its unavailability; the server logs it. */
+  onReadFailed: (failure: ReplicaReadFailure) => void = () => {};
 
   constructor(readonly primary: Sql, replicas: ReplicaPool[] = [], options: ReadRouterOptions = {}) {
     // Interval + timeout stays under a second: the longest a silent replica keeps its place.
@@ -126,11 +132,13 @@ export class ReadRouter {
           return { value, onPrimary: false };
         }
       } catch (err) {
-        if (!isRetryable(err)) throw err;
         if (meansReplicaDown(err)) {
           this.markDown(replica, (err as { code?: string }).code ?? 'error');
           // One dead pooled connection (left over from a restart) does not mean a dead server: probe now, not in 250 ms.
           if (!replica.probing) void this.check(replica);
+        } else if (!isExpectedOnReplica(err)) {
+          const { code, message } = err as { code?: unknown; message?: unknown };
+          this.onReadFailed({ replica: replica.name, code: typeof code === 'string' ? code : undefined, message: String(message ?? err) });
         }
       }
     }
