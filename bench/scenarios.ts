@@ -216,14 +216,14 @@ export function writeScenarios(keys: Keys, poolFile: string, clientUserIdPrefix:
   ];
 }
 
+/** The ids of nocacheScenarios(), known without drawing their pages. */
+export const NOCACHE_IDS = ['list-random-nocache', 'list-random-500-nocache'] as const;
+
 /**
  * Random pages with the service's page cache off (PAGE_CACHE_MB=0: a
  * service of their own, bench/pass.ts): every page read from PostgreSQL,
  * as for a client that never asks for the same page twice.
  */
-/** The ids of nocacheScenarios(), known without drawing their pages. */
-export const NOCACHE_IDS = ['list-random-nocache', 'list-random-500-nocache'] as const;
-
 export function nocacheScenarios(dataset: Dataset, keys: Keys): Scenario[] {
   const big = { [KEY_HEADER]: keys.biggest };
   const { teamId, users } = dataset.biggest;
