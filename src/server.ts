@@ -3,6 +3,7 @@ import pino from 'pino';
 import { buildApp, type App } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
+import { errorCode } from './db/errors.js';
 import { logTransitions } from './db/freeze-guard.js';
 import { ReadRouter } from './db/read-router.js';
 import { isClusterPrimary, reportApiListening, runCluster } from './cluster.js';
@@ -103,7 +104,7 @@ function schedulePurges(sql: Database['sql'], config: Config, log: App['log']): 
     if (running) return;
     running = true;
     purgeDeletedUsers(sql, config.deletionGraceMs, logPurged)
-      .catch((err) => log.warn({ err: { code: (err as { code?: string }).code, message: (err as Error).message } }, 'could not purge deleted users'))
+      .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not purge deleted users'))
       .finally(() => { running = false; });
   };
   pass();

@@ -315,15 +315,14 @@ describe('read replicas on a streaming standby', () => {
     }
   });
 
+  const standbySearchPath = async () => (await standbySql<{ search_path: string }[]>`SHOW search_path`)[0]!.search_path;
+
   it('answers from the primary a read that fails on the standby for a reason of its own, and reports it', async () => {
     // Only the standby's sessions stop finding the tables: every query of the app fails there with 42P01.
     await standbySql`ALTER SYSTEM SET search_path = 'nowhere'`;
     await standbySql`SELECT pg_reload_conf()`;
     try {
-      await until('the standby applies the setting', async () => {
-        const [row] = await standbySql<{ search_path: string }[]>`SHOW search_path`;
-        return row!.search_path === 'nowhere';
-      });
+      await until('the standby applies the setting', async () => (await standbySearchPath()) === 'nowhere');
       const primaryBefore = primaryReads();
       const failuresBefore = readFailures.length;
       const user = team.users[3]!;
@@ -342,10 +341,7 @@ describe('read replicas on a streaming standby', () => {
       await standbySql`ALTER SYSTEM RESET search_path`;
       await standbySql`SELECT pg_reload_conf()`;
     }
-    await until('the standby finds the tables again', async () => {
-      const [row] = await standbySql<{ search_path: string }[]>`SHOW search_path`;
-      return row!.search_path !== 'nowhere';
-    });
+    await until('the standby finds the tables again', async () => (await standbySearchPath()) !== 'nowhere');
   });
 
   it('takes a stopped standby out of rotation within a second, failing no request', async () => {

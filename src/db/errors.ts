@@ -10,13 +10,19 @@ const CONNECTION_CODES = new Set([
   DATABASE_FROZEN,
 ]);
 
+/** The `code` of a thrown error (a SQLSTATE, or the driver's or Node's code), if it has a string one. */
+export function errorCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 /**
  * True when the database could not be reached or could not answer in time:
  * the request is worth retrying, and the right answer is 503, not 500.
  */
 export function isDatabaseUnavailable(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string') return false;
+  const code = errorCode(err);
+  if (code === undefined) return false;
   return CONNECTION_CODES.has(code)
     || code.startsWith('08') // connection exception
     || code === '57P01' || code === '57P02' || code === '57P03' // shutting down / starting up
@@ -31,21 +37,20 @@ export function isDatabaseUnavailable(err: unknown): boolean {
  * failed request says nothing more.
  */
 export function isDatabaseFrozen(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === DATABASE_FROZEN;
+  return errorCode(err) === DATABASE_FROZEN;
 }
 
 /** A unique index or constraint refused a value (SQLSTATE 23505). */
 export function isUniqueViolation(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '23505';
+  return errorCode(err) === '23505';
 }
 
 /** PostgreSQL broke a deadlock by failing this transaction (SQLSTATE 40P01). */
 export function isDeadlock(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === '40P01';
+  return errorCode(err) === '40P01';
 }
 
 /** PostgreSQL refused a value (SQLSTATE class 22, data exception: a malformed uuid, say). */
 export function isDataException(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('22');
+  return errorCode(err)?.startsWith('22') ?? false;
 }

@@ -1,5 +1,5 @@
 import type { Sql } from './client.js';
-import { isDatabaseUnavailable } from './errors.js';
+import { errorCode, isDatabaseUnavailable } from './errors.js';
 import { closeProbe, databaseName, openProbe } from './probe.js';
 
 export interface ReplicaPool {
@@ -41,13 +41,11 @@ interface Replica {
 
 const ABANDONED = Symbol('replica went down');
 
-/** A slow statement or a recovery conflict says nothing about the replica's health. */
-const meansReplicaDown = (err: unknown) =>
-  isDatabaseUnavailable(err) && !['57014', '40001'].includes((err as { code?: string }).code ?? '');
+/** Unavailable, but not merely slow: a statement timeout (57014) says nothing about the replica's health. */
+const meansReplicaDown = (err: unknown) => isDatabaseUnavailable(err) && errorCode(err) !== '57014';
 
 /** A failure that is part of a replica's normal life (unavailable, slow, a recovery conflict): re-run without a word. */
-const isExpectedOnReplica = (err: unknown) =>
-  isDatabaseUnavailable(err) || (err as { code?: string } | null)?.code === '40001';
+const isExpectedOnReplica = (err: unknown) => isDatabaseUnavailable(err) || errorCode(err) === '40001';
 
 export interface ReplicaReadFailure {
   replica: string;
@@ -133,12 +131,11 @@ export class ReadRouter {
         }
       } catch (err) {
         if (meansReplicaDown(err)) {
-          this.markDown(replica, (err as { code?: string }).code ?? 'error');
+          this.markDown(replica, errorCode(err) ?? 'error');
           // One dead pooled connection (left over from a restart) does not mean a dead server: probe now, not in 250 ms.
           if (!replica.probing) void this.check(replica);
         } else if (!isExpectedOnReplica(err)) {
-          const { code, message } = err as { code?: unknown; message?: unknown };
-          this.onReadFailed({ replica: replica.name, code: typeof code === 'string' ? code : undefined, message: String(message ?? err) });
+          this.onReadFailed({ replica: replica.name, code: errorCode(err), message: String((err as { message?: unknown } | null)?.message ?? err) });
         }
       }
     }
@@ -209,7 +206,7 @@ export class ReadRouter {
         await this.dropProbe(replica);
       }
     } catch (err) {
-      this.markDown(replica, (err as { code?: string }).code ?? String(err));
+      this.markDown(replica, errorCode(err) ?? String(err));
     } finally {
       clearTimeout(timer);
       replica.probing = false;

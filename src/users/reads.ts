@@ -41,7 +41,7 @@ export class UserReads {
   async page(teamId: string, offset: number, limit: number): Promise<UserPage | undefined> {
     const known = this.pages.get(teamId, offset, limit);
     if (known) {
-      const version = await this.router.read((sql) => findTeamVersionBatched(sql, teamId));
+      const version = await this.teamVersion(teamId);
       if (version === undefined) return undefined;
       if (version === known.version) {
         this.pages.served(teamId, offset, limit, known);
@@ -78,7 +78,7 @@ export class UserReads {
   async metrics(teamId: string): Promise<TeamMetrics | undefined> {
     const known = this.metricsByTeam.get(teamId);
     if (known && known.week === currentWeek()) {
-      const version = await this.router.read((sql) => findTeamVersionBatched(sql, teamId));
+      const version = await this.teamVersion(teamId);
       if (version === undefined) return undefined;
       if (version === known.version) {
         setNewest(this.metricsByTeam, teamId, known, METRICS_KEPT);
@@ -92,6 +92,15 @@ export class UserReads {
     }
     setNewest(this.metricsByTeam, teamId, read, METRICS_KEPT);
     return read.metrics;
+  }
+
+  /**
+   * The team's version (one batched lookup), which every write changes in
+   * its own transaction: what a page or metrics kept in memory are checked
+   * against. Undefined when the team does not exist.
+   */
+  private teamVersion(teamId: string): Promise<string | undefined> {
+    return this.router.read((sql) => findTeamVersionBatched(sql, teamId));
   }
 
   /** The team's user whose client_user_id is `clientUserId`, confirmed on the primary like byId(). */
