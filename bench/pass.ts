@@ -239,7 +239,7 @@ async function consistencyCheck(phase: Phase): Promise<Check> {
   const check = { name: `team counters right after the writes (WORKERS=${phase.workers})`, target: 'equal to a recount of the team\'s users' };
   try {
     const off = Object.entries(await inconsistencies(phase.sql, phase.ctx.dataset.biggest.teamId)).filter(([, n]) => n !== 0);
-    const value = off.length === 0 ? 'user_count, connected_sources, next_position, tree as recounted' : off.map(([k, n]) => `${k} ${n}`).join(', ');
+    const value = off.length === 0 ? 'user_count, connected_sources, next_position, tree, holes as recounted' : off.map(([k, n]) => `${k} ${n}`).join(', ');
     return { ...check, value, pass: off.length === 0 };
   } catch (err) {
     // Never in the way of putting the team back.

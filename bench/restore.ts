@@ -79,7 +79,8 @@ export async function inconsistencies(sql: postgres.Sql, teamId: string): Promis
       -- The tree's count of each bucket (a difference of prefix sums) against the bucket's users.
       (SELECT count(*) FROM t, generate_series(1, coalesce(array_length(t.list_tree, 1), 0)) AS g(i) LEFT JOIN buckets b ON b.bucket = g.i
        WHERE list_prefix(t.list_tree, g.i) - list_prefix(t.list_tree, g.i - 1) <> coalesce(b.n, 0)) AS "tree buckets miscounted",
-      (SELECT count(*) FROM buckets b, t WHERE b.bucket > coalesce(array_length(t.list_tree, 1), 0)) AS "buckets outside the tree"`;
+      (SELECT count(*) FROM buckets b, t WHERE b.bucket > coalesce(array_length(t.list_tree, 1), 0)) AS "buckets outside the tree",
+      list_holes_miscounted(${teamId}) AS "buckets whose holes are miscounted"`;
   return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)]));
 }
 
@@ -89,6 +90,7 @@ async function differences(sql: postgres.Sql, team: SavedTeam): Promise<Record<s
     SELECT
       (SELECT count(*) FROM users WHERE team_id = ${team.teamId}) - ${team.users} AS "users",
       (SELECT count(*) FROM deleted_users WHERE team_id = ${team.teamId}) AS "scheduled deletions",
+      (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS "buckets with holes",
       (SELECT count(*) FROM bench_saved.users s LEFT JOIN users u USING (user_id) WHERE u.user_id IS NULL OR u::text <> s::text) AS "saved users changed",
       (SELECT count(*) FROM bench_saved.user_sources s LEFT JOIN user_sources us USING (user_id, source_id) WHERE us.user_id IS NULL OR us::text <> s::text) AS "saved connections changed",
       (SELECT count(*) FROM bench_saved.teams s JOIN teams t USING (team_id)
@@ -120,6 +122,8 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
     await tx`INSERT INTO user_sources SELECT * FROM bench_saved.user_sources`;
     await tx`DELETE FROM team_source_weeks WHERE team_id = ${team.teamId}`;
     await tx`INSERT INTO team_source_weeks SELECT * FROM bench_saved.team_source_weeks`;
+    // Positions 1..users are all held again (the import left none empty: checkAsImported).
+    await tx`DELETE FROM list_holes WHERE team_id = ${team.teamId}`;
     // A new version, so that any page a running service holds for the team is read again.
     await tx`
       UPDATE teams t SET user_count = s.user_count, next_position = s.next_position, list_tree = s.list_tree,
@@ -131,5 +135,5 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
   await sql`DROP SCHEMA bench_saved CASCADE`;
   // List order on disk again (the import writes each team's users in list order), and fresh statistics.
   await sql`CLUSTER users USING users_team_position`;
-  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks`;
+  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks, list_holes`;
 }

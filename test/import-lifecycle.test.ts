@@ -52,17 +52,19 @@ async function keptAndCounted(sql: Sql, teamId: string) {
     SELECT source_week(us.created_on)::text AS week, count(*)::int AS n
     FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = ${teamId} GROUP BY 1 ORDER BY 1`;
   // Positions: distinct, and in list order (created_on, then user_id), live and scheduled users together.
-  const [order] = await sql<{ misplaced: number; repeated: number }[]>`
+  const [order] = await sql<{ misplaced: number; repeated: number; holes_miscounted: number }[]>`
     WITH a AS (
       SELECT user_id, created_on, position FROM users WHERE team_id = ${teamId}
       UNION ALL SELECT user_id, created_on, position FROM deleted_users WHERE team_id = ${teamId}
     ), r AS (
       SELECT position, row_number() OVER (ORDER BY created_on, user_id) AS by_time, row_number() OVER (ORDER BY position) AS by_position FROM a
     )
-    SELECT count(*) FILTER (WHERE by_time <> by_position)::int AS misplaced, (count(*) - count(DISTINCT position))::int AS repeated FROM r`;
+    SELECT count(*) FILTER (WHERE by_time <> by_position)::int AS misplaced, (count(*) - count(DISTINCT position))::int AS repeated,
+      list_holes_miscounted(${teamId})::int AS holes_miscounted
+    FROM r`;
   return {
-    kept: { ...kept!, weeks: keptWeeks.map((w) => [w.week, w.n]), misplaced: 0, repeated: 0 },
-    counted: { ...counted!, weeks: countedWeeks.map((w) => [w.week, w.n]), misplaced: order!.misplaced, repeated: order!.repeated },
+    kept: { ...kept!, weeks: keptWeeks.map((w) => [w.week, w.n]), misplaced: 0, repeated: 0, holes_miscounted: 0 },
+    counted: { ...counted!, weeks: countedWeeks.map((w) => [w.week, w.n]), misplaced: order!.misplaced, repeated: order!.repeated, holes_miscounted: order!.holes_miscounted },
   };
 }
 
@@ -243,6 +245,22 @@ describe('import and the user lifecycle', () => {
       assert.equal(summary.method, 'bulk', summary.bulkSkipped);
       assert.equal(summary.inserted, records.length);
       for (const team of teams) await assertCountsRight(team, 'a bulk import');
+    });
+
+    it('a bulk import into a team whose users were all deleted and purged: their positions are held again', async () => {
+      const team = await teamWithUsers(sql, 300);
+      for (const u of team.users) assert.equal((await call('DELETE', `/v2/user/${u.user_id}`, team.key)).statusCode, 200);
+      const ids = team.users.map((u) => u.user_id);
+      // Aged and purged in a transaction of its own, so that no other test's purge ever sees these aged.
+      await sql.begin(async (tx) => {
+        await tx`UPDATE deleted_users SET deleted_at = '1990-01-01T00:00:00Z' WHERE user_id = ANY(${ids}::uuid[])`;
+        await purgeDeletedUsers(tx as unknown as Sql, 20 * 365 * DAY);
+      });
+      assert.equal((await sql`SELECT user_id FROM deleted_users WHERE team_id = ${team.teamId}`).length, 0, 'all purged');
+      const file = generateUsers(600, 1).map((u) => ({ ...u, team_id: team.teamId }));
+      const summary = await importUsers(sql, lines(file), undefined, { method: 'bulk' });
+      assert.equal(summary.method, 'bulk', summary.bulkSkipped);
+      await assertCountsRight(team, 'a bulk import after a purge of every user');
     });
 
     it('a merge import that appends users and changes connections', async () => {

@@ -83,6 +83,8 @@ describe('paging while users change and leave', () => {
     const kept = stored!.kept.slice(0, stored!.counted.length);
     assert.deepEqual(kept, stored!.counted, `${what}: the kept tree is the tree of the positions`);
     assert.ok(Number(stored!.next) > Number(stored!.last ?? 0), `${what}: next position past every position`);
+    const [holes] = await sql<{ miscounted: string }[]>`SELECT list_holes_miscounted(${team.teamId})::text AS miscounted`;
+    assert.equal(holes!.miscounted, '0', `${what}: the kept holes are the holes of the positions`);
     assert.equal(Number(stored!.user_count), expected.length);
   }
 

@@ -58,6 +58,8 @@ export async function bulkImport(tx: Tx, ctx: ImportContext, o: { onlyWhenWorthI
           next_position = c.n + 1, list_tree = list_tree_dense(c.n), connected_sources = c.links
         FROM unnest(${ctx.spool.teamIds}::uuid[], ${perTeam}::int[], ${counted.perTeam}::int[]) AS c(team_id, n, links)
         WHERE t.team_id = c.team_id`;
+      // Positions of users purged before this import are taken again: no holes are left.
+      await sp`DELETE FROM list_holes WHERE team_id = ANY(${ctx.spool.teamIds}::uuid[])`;
       await sp`
         INSERT INTO team_source_weeks (team_id, week, connections)
         SELECT * FROM unnest(${counted.weeks.teamIds}::uuid[], ${counted.weeks.weeks}::date[], ${counted.weeks.counts}::int[])

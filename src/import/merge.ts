@@ -235,6 +235,8 @@ async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
                        ELSE list_tree_of(t.team_id) END
     FROM import_teams m LEFT JOIN (SELECT team_id, sum(n)::int AS n FROM import_added GROUP BY 1) a USING (team_id)
     WHERE t.team_id = m.team_id AND (coalesce(a.n, 0) > 0 OR t.team_id = ANY(${changedTeams}::uuid[]))`;
+  // Appended users leave the holes as they were; renumbered teams get theirs counted again (migrations/008).
+  await tx`SELECT list_holes_rebuild(team_id) FROM import_teams WHERE NOT appends`;
 
   return {
     lines: ctx.spool.users,

@@ -47,7 +47,10 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
       // Only when the clock went back, or an import brought users from the future: inserted, then the team renumbered.
       const doc = await retryingDeadlocks(() => sql.begin(async (tx) => {
         const [forced] = await insertUser(tx, userId, teamId, input, template, true);
-        if (forced?.doc) await tx`SELECT renumber_team(${teamId})`;
+        if (forced?.doc) {
+          await tx`SELECT renumber_team(${teamId})`;
+          await tx`SELECT list_holes_rebuild(${teamId})`;
+        }
         return forced?.doc;
       }));
       if (doc) return { created: true, user_id: userId, doc };

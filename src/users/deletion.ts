@@ -8,14 +8,16 @@ import { retryingDeadlocks } from './retry.js';
  * client_user_id free, its connections removed); undo_delete moves it back
  * within the grace period; the purge deletes it for good after it
  * (migrations/005). Each step is one statement: the team row is updated in
- * it (counts, version, the tree of live users), which serialises the
- * team's writes only for as long as the statement and its commit take.
+ * it (counts, version, the tree of live users) beside the bucket's holes
+ * (migrations/008), which serialises the team's writes only for as long as
+ * the statement and its commit take.
  */
 
 /**
  * Schedules the team's user for deletion; false when the team has no such
- * live user. The team's counts, version and tree follow, and the week
- * counts of the connections removed.
+ * live user. The team's counts, version and tree follow, its position joins
+ * its bucket's holes (migrations/008), and the week counts of the
+ * connections removed follow.
  */
 export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId: string): Promise<boolean> {
   const rows = await retryingDeadlocks(() => sql`
@@ -44,6 +46,10 @@ export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId
         list_tree = list_add(t.list_tree, m.position, -1),
         connected_sources = t.connected_sources - (SELECT count(*) FROM links)
       FROM moved m WHERE t.team_id = m.team_id
+    ), holed AS (
+      INSERT INTO list_holes AS h (team_id, bucket, holes)
+      SELECT team_id, list_bucket_of(position), ARRAY[list_offset_of(position)] FROM moved
+      ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
     )
     SELECT user_id FROM moved`);
   return rows.length === 1;
@@ -86,6 +92,9 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
         UPDATE teams t SET user_count = t.user_count + 1, version = t.version + 1,
           list_tree = list_add(t.list_tree, b.position, 1)
         FROM back b WHERE t.team_id = b.team_id
+      ), filled AS (
+        UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(b.position))
+        FROM back b WHERE h.team_id = b.team_id AND h.bucket = list_bucket_of(b.position)
       )
       SELECT 1 FROM back`);
     return rows.length === 1 ? 'restored' : 'none';

@@ -47,8 +47,9 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * offset + 1 in a team whose positions have no holes, and otherwise found
  * through the team's tree of live users per bucket of positions
  * (migrations/005): list_seek (migrations/007) gives the bucket and how
- * many of its users to skip, and the statement skips them in the index.
- * `total` is the team's counter.
+ * many of its live users come first, and the bucket's holes (list_holes,
+ * migrations/008) turn that into the position. `total` is the team's
+ * counter.
  *
  * Measured choices (issue 19, figures in CHANGELOG.md):
  *
@@ -63,10 +64,12 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  *   flattened, its expression took the place of `s.start` in every use, so
  *   the start was found again for every row returned (a page of 100 of a
  *   team with holes cost 51 ms instead of 1.6 ms). The same holds for `b`:
- *   list_seek runs once per page, not once for each of its two uses.
- * - The skip into the bucket is part of this statement's plan, not a query
- *   inside a PL/pgSQL function: that one paid for its own plan lookup and
- *   snapshot on every page.
+ *   list_seek runs once per page, not once for each of its three uses.
+ * - The position in the bucket is counted from the bucket's holes in this
+ *   statement's plan: not by a query inside a PL/pgSQL function (its own
+ *   plan lookup and snapshot on every page), and not by skipping the
+ *   bucket's users in the index (a heap read per user skipped wherever
+ *   the deletes cleared the visibility map, until the next VACUUM).
  * - The limit applies to the whole statement, the inner range is bounded by
  *   the largest page: with `LIMIT $n` inside, PostgreSQL's plan cache kept
  *   planning the statement for every execution (a custom plan, its
@@ -95,13 +98,10 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
-                    ELSE (SELECT k.position
-                          FROM (SELECT list_seek(t.list_tree, ${offset}) AS at OFFSET 0) b
-                          CROSS JOIN LATERAL (
-                            SELECT position FROM users
-                            WHERE team_id = t.team_id AND position > b.at[1]
-                            ORDER BY position OFFSET b.at[2] LIMIT 1
-                          ) k) END AS start
+                    ELSE (SELECT b.at[1] + 1 + b.at[2] + (
+                            SELECT count(*) FROM list_holes h CROSS JOIN LATERAL unnest(h.holes) WITH ORDINALITY AS x(o, i)
+                            WHERE h.team_id = t.team_id AND h.bucket = b.at[1] / list_bucket_size() + 1 AND x.o - x.i + 1 <= b.at[2])
+                          FROM (SELECT list_seek(t.list_tree, ${offset}) AS at OFFSET 0) b) END AS start
         OFFSET 0
       ) s
       LEFT JOIN LATERAL (
