@@ -62,8 +62,11 @@ async function keptAndCounted(sql: Sql, teamId: string) {
     SELECT count(*) FILTER (WHERE by_time <> by_position)::int AS misplaced, (count(*) - count(DISTINCT position))::int AS repeated,
       list_holes_miscounted(${teamId})::int AS holes_miscounted
     FROM r`;
+  // The kept tree reaches the bucket of next_position - 1; the counted one stops at the last live user's. When the team's
+  // last users are deleted, the kept one is longer: entry i counts buckets up to i only, so the entries both have agree.
+  const keptTree = kept!.list_tree.slice(0, counted!.list_tree.length);
   return {
-    kept: { ...kept!, weeks: keptWeeks.map((w) => [w.week, w.n]), misplaced: 0, repeated: 0, holes_miscounted: 0 },
+    kept: { ...kept!, list_tree: keptTree, weeks: keptWeeks.map((w) => [w.week, w.n]), misplaced: 0, repeated: 0, holes_miscounted: 0 },
     counted: { ...counted!, weeks: countedWeeks.map((w) => [w.week, w.n]), misplaced: order!.misplaced, repeated: order!.repeated, holes_miscounted: order!.holes_miscounted },
   };
 }
