@@ -69,7 +69,7 @@ export async function inconsistencies(sql: postgres.Sql, teamId: string): Promis
   const [row] = await sql<Record<string, string>[]>`
     WITH t AS (SELECT * FROM teams WHERE team_id = ${teamId}),
     buckets AS (
-      SELECT ((position - 1) / list_bucket_size() + 1)::int AS bucket, count(*)::int AS n
+      SELECT list_bucket_of(position) AS bucket, count(*)::int AS n
       FROM users WHERE team_id = ${teamId} GROUP BY 1
     )
     SELECT

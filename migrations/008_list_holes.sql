@@ -58,9 +58,7 @@ WHERE t.user_count <> t.next_position - 1;
 -- Buckets whose kept holes differ from the team's holes as its users stand (0 when every write kept them right).
 CREATE FUNCTION list_holes_miscounted(team uuid) RETURNS bigint
 LANGUAGE sql STABLE AS $$
-  SELECT count(*) FROM (
-    (SELECT bucket, holes FROM list_holes WHERE team_id = team AND holes <> '{}' EXCEPT SELECT * FROM list_holes_of(team))
-    UNION ALL
-    (SELECT * FROM list_holes_of(team) EXCEPT SELECT bucket, holes FROM list_holes WHERE team_id = team)
-  ) d
+  WITH counted AS (SELECT * FROM list_holes_of(team)),
+  kept AS (SELECT bucket, holes FROM list_holes WHERE team_id = team AND holes <> '{}')
+  SELECT count(*) FROM ((SELECT * FROM kept EXCEPT SELECT * FROM counted) UNION ALL (SELECT * FROM counted EXCEPT SELECT * FROM kept)) d
 $$;

@@ -100,7 +100,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
                     ELSE (SELECT b.at[1] + 1 + b.at[2] + (
                             SELECT count(*) FROM list_holes h CROSS JOIN LATERAL unnest(h.holes) WITH ORDINALITY AS x(o, i)
-                            WHERE h.team_id = t.team_id AND h.bucket = b.at[1] / list_bucket_size() + 1 AND x.o - x.i + 1 <= b.at[2])
+                            WHERE h.team_id = t.team_id AND h.bucket = list_bucket_of(b.at[1] + 1) AND x.o - x.i + 1 <= b.at[2])
                           FROM (SELECT list_seek(t.list_tree, ${offset}) AS at OFFSET 0) b) END AS start
         OFFSET 0
       ) s
