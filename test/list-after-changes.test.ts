@@ -10,7 +10,9 @@ import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
+import { ReadRouter } from '../src/db/read-router.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
+import { UserReads } from '../src/users/reads.js';
 import { callAs, byListOrder, generateUsers, lines, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface Listed { user_id: string; created_on: string }
@@ -86,6 +88,22 @@ describe('paging while users change and leave', () => {
     const [holes] = await sql<{ miscounted: string }[]>`SELECT list_holes_miscounted(${team.teamId})::text AS miscounted`;
     assert.equal(holes!.miscounted, '0', `${what}: the kept holes are the holes of the positions`);
     assert.equal(Number(stored!.user_count), expected.length);
+    await assertPagesFromKnownHoles(what, expected);
+  }
+
+  /** Pages through the service's reads, once they keep the team's holes in memory: each starts where those say (src/users/known-holes.ts). */
+  async function assertPagesFromKnownHoles(what: string, expected: string[]): Promise<void> {
+    const reads = new UserReads(new ReadRouter(sql), 0);
+    const first = await reads.page(team.teamId, 0, 1);
+    await reads.holes.loaded();
+    const known = reads.holes.startOf(team.teamId, 0);
+    if (first!.holed) assert.equal(known?.version, first!.version, `${what}: holes kept at the version read`);
+    else assert.equal(known, undefined, `${what}: no holes, none kept`);
+    const offsets = [...Array.from({ length: Math.ceil((expected.length + 1) / 23) }, (_, i) => i * 23), ...Array.from({ length: 20 }, () => randomInt(expected.length + 3))];
+    for (const offset of offsets) {
+      const page = JSON.parse((await reads.page(team.teamId, offset, 23))!.body.toString());
+      assert.deepEqual(page.users.map((u: Listed) => u.user_id), expected.slice(offset, offset + 23), `${what}: offset ${offset} from the holes kept`);
+    }
   }
 
   it('a delete of the first, a middle and the last user', async () => {

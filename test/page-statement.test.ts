@@ -12,9 +12,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import postgres from 'postgres';
 import type { Sql } from '../src/db/client.js';
+import type { KnownStart } from '../src/users/known-holes.js';
 import { findUserPage, LARGEST_PAGE } from '../src/users/queries.js';
 import { ListQuery } from '../src/users/schemas.js';
-import { databaseUrl, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
+import { byListOrder, databaseUrl, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 interface PlanNode { 'Node Type': string; 'Join Type'?: string; Plans?: PlanNode[] }
 
@@ -90,6 +91,29 @@ describe('the page statement', () => {
         return Number(row!.calls);
       });
       assert.equal(calls, 1);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('starts where the service says only while the team is at the version it says it for', async () => {
+    const app = await testApp(sql);
+    try {
+      const holey = await teamWithUsers(sql, 300);
+      const del = (userId: string) => app.inject({ method: 'DELETE', url: `/v2/user/${userId}`, headers: { 'x-vital-api-key': holey.key } });
+      const order = (holey.users as { user_id: string; created_on: string }[]).sort(byListOrder);
+      assert.equal((await del(order[0]!.user_id)).statusCode, 200);
+      const page = async (offset: number, known?: KnownStart) =>
+        JSON.parse((await findUserPage(sql, holey.teamId, offset, 5, undefined, known))!.body.toString()).users.map((u: { user_id: string }) => u.user_id);
+      const [{ version }] = await sql<[{ version: string }]>`SELECT version::text AS version FROM teams WHERE team_id = ${holey.teamId}`;
+      // Positions 2..300 are live: the user at offset 10 holds position 12.
+      // At the team's version the statement starts where it is told, even somewhere else (the
+      // service's holes are the team's at that version, so there it is always right).
+      assert.deepEqual(await page(10, { version, start: 14 }), await page(12));
+      // Told from holes of an older version: the statement finds the start itself.
+      assert.equal((await del(order[100]!.user_id)).statusCode, 200);
+      assert.deepEqual(await page(10, { version, start: 14 }), await page(10));
+      assert.equal((await page(10))[0], order[11]!.user_id);
     } finally {
       await app.close();
     }

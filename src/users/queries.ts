@@ -1,5 +1,6 @@
 import type { Sql } from '../db/client.js';
 import { FRESH_BUFFERS, type BufferSource } from '../http/fast-path/answer-buffers.js';
+import type { KnownStart } from './known-holes.js';
 import { PageBodyWriter } from './page-body.js';
 
 /**
@@ -31,6 +32,8 @@ export interface UserPage {
   auditIds: string | null;
   /** The team's version the page was read at (teams.version, see migrations/003). */
   version: string;
+  /** Whether the team's positions had holes at that version (users deleted): see ./known-holes.ts. */
+  holed: boolean;
   /** The buffer from the BufferSource that `body` lies in, to give back once the answer is sent; none for a body of its own. */
   lease?: Buffer;
 }
@@ -38,7 +41,7 @@ export interface UserPage {
 /** The largest page (the list's `limit`): written as a literal in findUserPage's statement, which test/page-statement.test.ts checks. */
 export const LARGEST_PAGE = 500;
 
-type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null];
+type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null, holed: Buffer | null];
 
 /**
  * One page in list order, with the team's total and version, in one
@@ -48,8 +51,10 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * through the team's tree of live users per bucket of positions
  * (migrations/005): list_seek (migrations/007) gives the bucket and how
  * many of its live users come first, and the bucket's holes (list_holes,
- * migrations/008) turn that into the position. `total` is the team's
- * counter.
+ * migrations/008) turn that into the position. Unless `known` gives the
+ * start computed in memory from the team's holes at a version
+ * (./known-holes.ts) and the team is still at that version: then the
+ * statement starts there. `total` is the team's counter.
  *
  * Measured choices (issue 19, figures in CHANGELOG.md):
  *
@@ -83,21 +88,24 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  *
  * Undefined: the team does not exist.
  */
-export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS): Promise<UserPage | undefined> {
+export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS, known?: KnownStart): Promise<UserPage | undefined> {
   if (!(limit >= 0 && limit <= LARGEST_PAGE)) throw new RangeError(`a page holds 0 to ${LARGEST_PAGE} users, not ${limit}`);
   if (limit === 0) return countOnly(sql, teamId, offset);
   const page = new PageBodyWriter(buffers, limit);
   let version: string | undefined;
   let total: string | undefined;
+  let holed = false;
   let rows = 0;
   try {
     await sql`
       SELECT u.doc,
              CASE WHEN u.position IS NULL OR u.position = s.start THEN t.version END,
-             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count END
+             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count END,
+             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count <> t.next_position - 1 END
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
+                    WHEN t.version = ${known?.version ?? null}::bigint THEN ${known?.start ?? null}::bigint
                     ELSE (SELECT b.at[1] + 1 + b.at[2] + (
                             SELECT count(*) FROM list_holes h CROSS JOIN LATERAL unnest(h.holes) WITH ORDINALITY AS x(o, i)
                             WHERE h.team_id = t.team_id AND h.bucket = list_bucket_of(b.at[1] + 1) AND x.o - x.i + 1 <= b.at[2])
@@ -111,11 +119,12 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       ) u ON true
       WHERE t.team_id = ${teamId}
       LIMIT ${limit}`.raw().forEach((row) => {
-      const [doc, versionBytes, totalBytes] = row as unknown as PageRow;
+      const [doc, versionBytes, totalBytes, holedBytes] = row as unknown as PageRow;
       if (rows++ === 0) {
-        if (versionBytes === null || totalBytes === null) throw new Error('the page statement returned a user before the team: rows out of order');
+        if (versionBytes === null || totalBytes === null || holedBytes === null) throw new Error('the page statement returned a user before the team: rows out of order');
         version = versionBytes.toString();
         total = totalBytes.toString();
+        holed = holedBytes.toString() === 't';
       }
       if (doc !== null) page.add(doc);
     });
@@ -128,14 +137,19 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
     return undefined;
   }
   const { body, buffer, auditIds } = page.finish(total, offset);
-  return { body, auditIds, version, lease: buffer };
+  return { body, auditIds, version, holed, lease: buffer };
 }
 
 /** limit=0: the total alone. */
 async function countOnly(sql: Sql, teamId: string, offset: number): Promise<UserPage | undefined> {
-  const [team] = await sql`SELECT version, user_count FROM teams WHERE team_id = ${teamId}`.raw();
+  const [team] = await sql`SELECT version, user_count, user_count <> next_position - 1 FROM teams WHERE team_id = ${teamId}`.raw();
   if (!team) return undefined;
-  return { body: Buffer.from(`{"users":[],"total":${team[1]!.toString()},"offset":${offset},"limit":0}`), auditIds: null, version: team[0]!.toString() };
+  return {
+    body: Buffer.from(`{"users":[],"total":${team[1]!.toString()},"offset":${offset},"limit":0}`),
+    auditIds: null,
+    version: team[0]!.toString(),
+    holed: team[2]!.toString() === 't',
+  };
 }
 
 /** Whether the team has a user with this id scheduled for deletion (for the answer to a miss). */
