@@ -130,7 +130,7 @@ describe('list pages served from memory', () => {
 });
 
 describe('PageCache', () => {
-  const pageOf = (bytes: number, version = '1'): UserPage => ({ body: Buffer.alloc(bytes), auditIds: null, version, holed: false });
+  const pageOf = (bytes: number, version = '1'): UserPage => ({ body: Buffer.alloc(bytes), auditIds: null, version });
   /** Stores a 100-byte page of team t (limit 10) at each offset, in order. */
   const storeAt = (cache: PageCache, ...offsets: number[]) => {
     for (const offset of offsets) cache.store('t', offset, 10, pageOf(100));

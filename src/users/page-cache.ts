@@ -65,7 +65,7 @@ export class PageCache {
     } else if (this.bytes + page.body.length > this.maxBytes && !this.seenBefore(key)) {
       return;
     }
-    this.entries.set(key, { body: Buffer.from(page.body), auditIds: page.auditIds, version: page.version, holed: page.holed });
+    this.entries.set(key, { body: Buffer.from(page.body), auditIds: page.auditIds, version: page.version });
     this.bytes += page.body.length;
     for (const [oldest, entry] of this.entries) {
       if (this.bytes <= this.maxBytes) break;

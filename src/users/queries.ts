@@ -32,11 +32,12 @@ export interface UserPage {
   auditIds: string | null;
   /** The team's version the page was read at (teams.version, see migrations/003). */
   version: string;
-  /** Whether the team's positions had holes at that version (users deleted): see ./known-holes.ts. */
-  holed: boolean;
   /** The buffer from the BufferSource that `body` lies in, to give back once the answer is sent; none for a body of its own. */
   lease?: Buffer;
 }
+
+/** A page as read from PostgreSQL, with whether the team's positions had holes at its version (users deleted): see ./known-holes.ts. */
+export type ReadPage = UserPage & { holed: boolean };
 
 /** The largest page (the list's `limit`): written as a literal in findUserPage's statement, which test/page-statement.test.ts checks. */
 export const LARGEST_PAGE = 500;
@@ -88,7 +89,7 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  *
  * Undefined: the team does not exist.
  */
-export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS, known?: KnownStart): Promise<UserPage | undefined> {
+export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS, known?: KnownStart): Promise<ReadPage | undefined> {
   if (!(limit >= 0 && limit <= LARGEST_PAGE)) throw new RangeError(`a page holds 0 to ${LARGEST_PAGE} users, not ${limit}`);
   if (limit === 0) return countOnly(sql, teamId, offset);
   const page = new PageBodyWriter(buffers, limit);
@@ -141,7 +142,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
 }
 
 /** limit=0: the total alone. */
-async function countOnly(sql: Sql, teamId: string, offset: number): Promise<UserPage | undefined> {
+async function countOnly(sql: Sql, teamId: string, offset: number): Promise<ReadPage | undefined> {
   const [team] = await sql`SELECT version, user_count, user_count <> next_position - 1 FROM teams WHERE team_id = ${teamId}`.raw();
   if (!team) return undefined;
   return {
