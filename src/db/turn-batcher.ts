@@ -1,7 +1,8 @@
 import type { Sql } from './client.js';
 import { isDataException } from './errors.js';
 
-interface Pending<Req, Res> {
+/** A request waiting for its batch's answer. */
+export interface Pending<Req, Res> {
   request: Req;
   resolve(result: Res): void;
   reject(err: unknown): void;

@@ -1,0 +1,61 @@
+import { isDataException } from './errors.js';
+import type { Pending } from './turn-batcher.js';
+
+/**
+ * Runs the requests of one key one batch at a time: a request that arrives
+ * while its key's batch is in flight waits, and goes out with all the others
+ * that arrived meanwhile (up to `maxBatch`) as the next batch. It is meant
+ * for writes PostgreSQL would serialise anyway: every create of a team
+ * holds the team's row lock until its commit is on disk, so concurrent
+ * creates of one team used to wait for each other's disk flush one by one.
+ * A batch shares one statement and one flush. An idle key adds no wait:
+ * the first request goes out at once.
+ */
+export class KeyedBatcher<Req, Res> {
+  /** Per key with a batch in flight, the requests waiting for the next one. */
+  private readonly waiting = new Map<string, Pending<Req, Res>[]>();
+
+  /** `run` answers a batch of one key: one result per request, in the requests' order. */
+  constructor(private readonly run: (key: string, requests: Req[]) => Promise<Res[]>, private readonly maxBatch: number) {}
+
+  load(key: string, request: Req): Promise<Res> {
+    return new Promise((resolve, reject) => {
+      const pending = { request, resolve, reject };
+      const queue = this.waiting.get(key);
+      if (queue) {
+        queue.push(pending);
+        return;
+      }
+      this.waiting.set(key, []);
+      void this.drain(key, [pending]);
+    });
+  }
+
+  private async drain(key: string, first: Pending<Req, Res>[]): Promise<void> {
+    let batch = first;
+    for (;;) {
+      await this.answer(key, batch);
+      const queue = this.waiting.get(key)!;
+      if (queue.length === 0) {
+        this.waiting.delete(key);
+        return;
+      }
+      batch = queue.splice(0, this.maxBatch);
+    }
+  }
+
+  private async answer(key: string, batch: Pending<Req, Res>[]): Promise<void> {
+    try {
+      const results = await this.run(key, batch.map((p) => p.request));
+      batch.forEach((p, i) => p.resolve(results[i]!));
+    } catch (err) {
+      // A value PostgreSQL refused belongs to one request: each is run again alone, so that it fails only its own.
+      // Other failures (the database gone, say) are everyone's: asked again, the writes could be done twice.
+      if (batch.length > 1 && isDataException(err)) {
+        for (const p of batch) await this.answer(key, [p]);
+        return;
+      }
+      for (const p of batch) p.reject(err);
+    }
+  }
+}
