@@ -13,6 +13,7 @@ import type { App } from '../src/app.js';
 import { importUsers, type ImportMethod } from '../src/import/import.js';
 import { exportUsers } from '../src/import/export.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
+import { createUser } from '../src/users/create.js';
 import { callAs, generateUsers, lines, rejectsAt, teamWithKey, teamWithUsers, testApp, testSql, type TestTeam } from './helpers.js';
 
 const DAY = 86_400_000;
@@ -326,6 +327,10 @@ describe('import and the user lifecycle', () => {
       };
       const created = [await create(), await create(), await create()];
       await assertCountsRight(team, 'creates before a user from the future');
+      // Together, the last two go as one batch, which would not sort last: each is then created alone.
+      const together = await Promise.all([0, 1, 2].map(() => createUser(sql, team.teamId, { client_user_id: `il-${randomUUID()}` })));
+      assert.deepEqual(together.map((r) => r.created), [true, true, true]);
+      await assertCountsRight(team, 'concurrent creates before a user from the future');
       // Deleted, the user from the future still holds its place: creates keep sorting before it.
       assert.equal((await call('DELETE', `/v2/user/${file.at(-1)!.user_id}`, team.key)).statusCode, 200);
       assert.equal((await call('DELETE', `/v2/user/${created[1]}`, team.key)).statusCode, 200);

@@ -26,7 +26,7 @@ export type CreateResult =
  */
 const NOW = '\u0001';
 
-/** A create's outcome in its batch: its document, or nothing written (`in_order` false: the batch would not sort last). */
+/** A create's outcome in its batch: its document, or nothing written (`in_order` false: the batch would not sort last; null: no such team). */
 type Attempt = { doc: string | null; in_order: boolean | null };
 
 interface Asked { userId: string; input: NewUser; template: string }
