@@ -1,5 +1,4 @@
-import { isDataException } from './errors.js';
-import type { Pending } from './turn-batcher.js';
+import { settleBatch, type Pending } from './pending-batch.js';
 
 /**
  * Runs the requests of one key one batch at a time: a request that arrives
@@ -32,30 +31,18 @@ export class KeyedBatcher<Req, Res> {
   }
 
   private async drain(key: string, first: Pending<Req, Res>[]): Promise<void> {
+    const run = (requests: Req[]) => this.run(key, requests);
     let batch = first;
     for (;;) {
-      await this.answer(key, batch);
+      const again = await settleBatch(batch, run);
+      // Alone, one at a time, in order: the key keeps one batch in flight.
+      for (const p of again ?? []) await settleBatch([p], run);
       const queue = this.waiting.get(key)!;
       if (queue.length === 0) {
         this.waiting.delete(key);
         return;
       }
       batch = queue.splice(0, this.maxBatch);
-    }
-  }
-
-  private async answer(key: string, batch: Pending<Req, Res>[]): Promise<void> {
-    try {
-      const results = await this.run(key, batch.map((p) => p.request));
-      batch.forEach((p, i) => p.resolve(results[i]!));
-    } catch (err) {
-      // A value PostgreSQL refused belongs to one request: each is run again alone, so that it fails only its own.
-      // Other failures (the database gone, say) are everyone's: asked again, the writes could be done twice.
-      if (batch.length > 1 && isDataException(err)) {
-        for (const p of batch) await this.answer(key, [p]);
-        return;
-      }
-      for (const p of batch) p.reject(err);
     }
   }
 }

@@ -1,12 +1,5 @@
 import type { Sql } from './client.js';
-import { isDataException } from './errors.js';
-
-/** A request waiting for its batch's answer. */
-export interface Pending<Req, Res> {
-  request: Req;
-  resolve(result: Res): void;
-  reject(err: unknown): void;
-}
+import { onePerPool, settleBatch, type Pending } from './pending-batch.js';
 
 /**
  * A batch this big is sent at once instead of at the end of the turn. With
@@ -52,19 +45,9 @@ export class TurnBatcher<Req, Res> {
   }
 
   private async answer(batch: Pending<Req, Res>[]): Promise<void> {
-    try {
-      const results = await this.run(batch.map((p) => p.request));
-      batch.forEach((p, i) => p.resolve(results[i]!));
-    } catch (err) {
-      // A value PostgreSQL refused belongs to one lookup, which may be another team's than the rest:
-      // each is asked again alone, so that it fails only its own. (Validation should have caught it;
-      // a uuid with a urn: prefix once got through and failed whole batches.)
-      if (batch.length > 1 && isDataException(err)) {
-        for (const p of batch) void this.answer([p]);
-        return;
-      }
-      for (const p of batch) p.reject(err);
-    }
+    const again = await settleBatch(batch, this.run);
+    // Each alone, at once: a lookup waits for no other.
+    for (const p of again ?? []) void settleBatch([p], this.run);
   }
 }
 
@@ -72,7 +55,5 @@ export class TurnBatcher<Req, Res> {
 export function batcherFor<Req, Res>(
   batchers: WeakMap<Sql, TurnBatcher<Req, Res>>, sql: Sql, run: (sql: Sql, requests: Req[]) => Promise<Res[]>,
 ): TurnBatcher<Req, Res> {
-  let batcher = batchers.get(sql);
-  if (!batcher) batchers.set(sql, (batcher = new TurnBatcher((requests) => run(sql, requests))));
-  return batcher;
+  return onePerPool(batchers, sql, () => new TurnBatcher((requests) => run(sql, requests)));
 }

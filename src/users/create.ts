@@ -3,6 +3,7 @@ import type { Queryable, Sql } from '../db/client.js';
 import { userDocument } from '../user-document/document.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
+import { onePerPool } from '../db/pending-batch.js';
 import { retryingDeadlocks } from './retry.js';
 
 export interface NewUser {
@@ -45,11 +46,8 @@ interface Asked { userId: string; input: NewUser; template: string }
 const CREATES_PER_BATCH = 64;
 const batchers = new WeakMap<Sql, KeyedBatcher<Asked, Attempt>>();
 
-function createsOf(sql: Sql): KeyedBatcher<Asked, Attempt> {
-  let batcher = batchers.get(sql);
-  if (!batcher) batchers.set(sql, (batcher = new KeyedBatcher((teamId, asked) => insertBatch(sql, teamId, asked), CREATES_PER_BATCH)));
-  return batcher;
-}
+const createsOf = (sql: Sql) =>
+  onePerPool(batchers, sql, () => new KeyedBatcher<Asked, Attempt>((teamId, asked) => insertBatch(sql, teamId, asked), CREATES_PER_BATCH));
 
 /**
  * Creates a user. Creates in one team take positions one batch after the
@@ -89,21 +87,14 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
 }
 
 /**
- * A batch's statement, run again when it met a client_user_id that another
- * process's create committed after the statement's snapshot was taken (its
- * check of taken ids reads that snapshot, taken before the team's lock was
- * granted): the unique index refused the batch whole, and the next
- * statement's snapshot sees the holder.
+ * A batch's statement, run again also when it met a client_user_id that
+ * another process's create committed after the statement's snapshot was
+ * taken (its check of taken ids reads that snapshot, taken before the
+ * team's lock was granted): the unique index refused the batch whole, and
+ * the next statement's snapshot sees the holder.
  */
-async function insertBatch(sql: Sql, teamId: string, asked: Asked[]): Promise<Attempt[]> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await retryingDeadlocks(() => insertUsers(sql, teamId, asked, false));
-    } catch (err) {
-      if (!isUniqueViolation(err) || attempt >= 5) throw err;
-    }
-  }
-}
+const insertBatch = (sql: Sql, teamId: string, asked: Asked[]) =>
+  retryingDeadlocks(() => insertUsers(sql, teamId, asked, false), isUniqueViolation);
 
 function documentTemplate(userId: string, teamId: string, input: NewUser): string {
   return userDocument({

@@ -123,7 +123,6 @@ export class KnownHoles {
     const loading = this.loads.get(teamId);
     const now = performance.now();
     if (loading && (loading.running || now - loading.endedAt < loading.tookMs * (1 / LOAD_SHARE - 1))) return;
-    const started = now;
     const running = this.load(teamId).then(
       (holes) => {
         this.drop(teamId);
@@ -133,7 +132,7 @@ export class KnownHoles {
       () => this.drop(teamId),
     ).finally(() => {
       const endedAt = performance.now();
-      setNewest(this.loads, teamId, { endedAt, tookMs: endedAt - started }, TEAMS_PACED);
+      setNewest(this.loads, teamId, { endedAt, tookMs: endedAt - now }, TEAMS_PACED);
     });
     setNewest(this.loads, teamId, { running, endedAt: 0, tookMs: 0 }, TEAMS_PACED);
   }

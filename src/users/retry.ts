@@ -8,13 +8,14 @@ const TRIES = 4;
  * order (a create of a client_user_id that a concurrent delete or undo is
  * releasing or taking, two patches swapping client_user_ids): rare, and
  * harmless to run again, since the failed write left nothing behind.
+ * `alsoWhen`: other failures the caller knows a next try can get past.
  */
-export async function retryingDeadlocks<T>(write: () => Promise<T>): Promise<T> {
+export async function retryingDeadlocks<T>(write: () => Promise<T>, alsoWhen: (err: unknown) => boolean = () => false): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await write();
     } catch (err) {
-      if (!isDeadlock(err) || attempt >= TRIES) throw err;
+      if (!(isDeadlock(err) || alsoWhen(err)) || attempt >= TRIES) throw err;
     }
   }
 }
