@@ -21,7 +21,7 @@ export interface BenchOptions {
   skipStartup: boolean;
   /** Use dist/ as it is (no `npm run build`). */
   noBuild: boolean;
-  /** Only these scenario and check ids (all when empty); `list-after-deletes` stands for every @after-deletes scenario. */
+  /** Only these scenario and check ids (all when empty); `list-after-deletes` stands for every @before-deletes and @after-deletes scenario. */
   only: string[];
   /** Extra environment for the service (`--service-env LOG_LEVEL=warn`), to try a change without editing code. */
   serviceEnv: Record<string, string>;
@@ -50,7 +50,7 @@ const USAGE = `usage: npm run bench -- [options]
   --service-env K=V  extra environment for the service (repeatable), e.g. LOG_LEVEL=warn to see what logging costs
   --profile          write V8 CPU profiles of the service (node --cpu-prof) next to its log in bench/.work/logs
   --only IDS         run only these scenarios and checks, e.g. get-one,list-first (the floor too); ids in bench/README.md,
-                     also delete-cost, walk, walk-8, and list-after-deletes for every @after-deletes scenario
+                     also delete-cost, walk, walk-8, and list-after-deletes for every @before-deletes and @after-deletes scenario
   --load-generator G auto (default: wrk when it is on the PATH, else autocannon), wrk or autocannon
   --anchor A         what runs the PostgreSQL anchor of list scenarios: auto (default: pgbench when it is on the PATH,
                      else a loop on the postgres driver), pgbench or driver

@@ -5,7 +5,8 @@
  *    (get-one ... total-smallest, metrics); then the writes: patch,
  *    delete-undo, the delete-cost check, create (last: it adds users), the
  *    deletes of a tenth of the biggest team and the reads again
- *    (@after-deletes); then the biggest team is put back as imported
+ *    (@after-deletes, with get-one and list-random again just before the
+ *    deletes); then the biggest team is put back as imported
  *    (bench/restore.ts).
  * 2. The service again with its page cache off (PAGE_CACHE_MB=0): the
  *    random pages without cache, then the walks.
@@ -30,7 +31,7 @@ import type { BenchOptions } from './options.js';
 import { sampleMemory, type MemorySampler } from './processes.js';
 import { judge, num, type Check, type Measured, type PassResult } from './report.js';
 import { inconsistencies, restoreAfterWrites, saveBeforeWrites } from './restore.js';
-import { AFTER_DELETE_IDS, afterDeleteScenarios, NOCACHE_IDS, nocacheScenarios, readScenarios, writeScenarios, type Keys, type Scenario } from './scenarios.js';
+import { AFTER_DELETE_IDS, afterDeleteScenarios, BEFORE_DELETE_IDS, beforeDeleteScenarios, NOCACHE_IDS, nocacheScenarios, readScenarios, writeScenarios, type Keys, type Scenario } from './scenarios.js';
 import { databaseUrlOf, startService, stopService, type DatabaseTarget, type Service } from './service.js';
 import { compareWalks, type WalkTeam } from './walk.js';
 import { deleteUsers, measureDeleteCost, TeamClient, undoLeftovers, WRITE_POOL } from './writes.js';
@@ -44,8 +45,10 @@ const DELETE_COST_TIMES = 200;
 const DELETE_CONNECTIONS = 16;
 /** Teams walked at once by walk-8. */
 const WALK_TEAMS = 8;
+/** The reads measured just before and after the deletes of a tenth of the biggest team (`list-after-deletes` selects them all). */
+const AROUND_DELETE_IDS = [...BEFORE_DELETE_IDS, ...AFTER_DELETE_IDS];
 /** Everything the first service of a pass runs after the reads; any of them selected means the team must be saved and put back. */
-const WRITE_IDS = ['patch', 'delete-undo', 'delete-cost', 'create', ...AFTER_DELETE_IDS];
+const WRITE_IDS = ['patch', 'delete-undo', 'delete-cost', 'create', ...AROUND_DELETE_IDS];
 
 /** What every pass shares. */
 export interface BenchContext {
@@ -80,10 +83,10 @@ interface Phase {
   measured: Measured[];
 }
 
-/** Is this scenario or check selected (--only; `list-after-deletes` selects every @after-deletes scenario)? */
+/** Is this scenario or check selected (--only; `list-after-deletes` selects every @before-deletes and @after-deletes scenario)? */
 function wanted(ctx: BenchContext, id: string): boolean {
   const only = ctx.o.only;
-  return only.length === 0 || only.includes(id) || (AFTER_DELETE_IDS.includes(id) && only.includes('list-after-deletes'));
+  return only.length === 0 || only.includes(id) || (AROUND_DELETE_IDS.includes(id) && only.includes('list-after-deletes'));
 }
 
 const selected = (ctx: BenchContext, scenarios: Scenario[]) => scenarios.filter((s) => wanted(ctx, s.id));
@@ -208,14 +211,17 @@ async function deleteCostCheck(phase: Phase, client: TeamClient): Promise<Check>
   };
 }
 
-/** Deletes a tenth of the biggest team through the API, then runs the @after-deletes reads. */
-async function afterDeletes(phase: Phase, client: TeamClient, datasetIds: string[], doomed: string[]): Promise<void> {
+/** Runs the @before-deletes reads, deletes a tenth of the biggest team through the API, then runs the @after-deletes reads. */
+async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: string[], doomed: string[]): Promise<void> {
   const { ctx } = phase;
   const before = await client.total();
+  if (before === undefined) throw new Error('the biggest team\'s list answers no total before the deletes');
+  // Every user of the dataset is live here (the writes undid their deletes); the users create added are not in the file.
+  for (const s of selected(ctx, beforeDeleteScenarios(ctx.dataset, ctx.keys, { users: before, idsFile: ctx.dataset.biggestIdsFile }))) await measure(phase, s);
   ctx.say(`deleting ${num(doomed.length)} users of the biggest team (a tenth) through the API, ${DELETE_CONNECTIONS} connections`);
   const deleted = await deleteUsers(client, doomed, DELETE_CONNECTIONS);
   const after = await client.total();
-  const expected = (before ?? NaN) - doomed.length;
+  const expected = before - doomed.length;
   ctx.checks.push({
     name: `list-after-deletes: a tenth of the biggest team deleted (WORKERS=${phase.workers})`,
     value: `${num(doomed.length)} DELETEs in ${deleted.seconds.toFixed(1)} s (${num(doomed.length / deleted.seconds)}/s, ${DELETE_CONNECTIONS} connections), ${deleted.errors} errors; total ${before} -> ${after}`,
@@ -265,7 +271,7 @@ async function withWrites(phase: Phase, body: (users: WriteUsers) => Promise<voi
   const team = { teamId: ctx.dataset.biggest.teamId, users: ctx.dataset.biggest.users };
   const datasetIds = readIds(ctx.dataset.biggestIdsFile);
   const pool = { file: path.join(ctx.workDir, `write-pool-${process.pid}.txt`), ids: distinctSample(datasetIds, WRITE_POOL) };
-  const doomed = AFTER_DELETE_IDS.some((id) => wanted(ctx, id)) ? distinctSample(datasetIds, Math.floor(datasetIds.length / 10)) : [];
+  const doomed = AROUND_DELETE_IDS.some((id) => wanted(ctx, id)) ? distinctSample(datasetIds, Math.floor(datasetIds.length / 10)) : [];
   markChanging(ctx.markerFile);
   await saveBeforeWrites(phase.sql, team, [...pool.ids, ...doomed]);
   const check = { name: `writes undone, biggest team as imported (WORKERS=${phase.workers})`, target: 'equal to the saved rows (--reuse stays valid)' };
@@ -305,7 +311,7 @@ async function mainPhase(phase: Phase): Promise<void> {
     if (wanted(ctx, 'delete-cost')) ctx.checks.push(await deleteCostCheck(phase, client));
     // Create after every check of the dataset's total: it adds users to the team.
     for (const s of selected(ctx, [create!])) await measure(phase, s);
-    if (doomed.length > 0) await afterDeletes(phase, client, datasetIds, doomed);
+    if (doomed.length > 0) await aroundDeletes(phase, client, datasetIds, doomed);
   });
 }
 

@@ -105,9 +105,11 @@ function judgeCondition(c: Condition, m: Measured, floorRatios: Map<string, numb
     case 'steady': {
       const other = floorRatios.get(c.to);
       const rel = other ? floorRatio / other : 0;
+      const shown = c.shown === undefined ? undefined : floorRatios.get(c.shown);
       return {
         target: `within ${Math.round(c.within * 100)}% of ${c.to}`,
-        measured: other === undefined ? `no ${c.to} to compare` : `${rel.toFixed(3)}x ${c.to}`,
+        measured: (other === undefined ? `no ${c.to} to compare` : `${rel.toFixed(3)}x ${c.to}`) +
+          (shown ? ` (${(floorRatio / shown).toFixed(3)}x ${c.shown})` : ''),
         met: other !== undefined && Math.abs(rel - 1) <= c.within,
       };
     }
