@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import { createUser, type CreateResult } from '../src/users/create.js';
-import { teamWithKey, testSql, until } from './helpers.js';
+import { byListOrder, teamWithKey, testSql, until } from './helpers.js';
 
 /** The team's users in position order, and whether its counters and tree agree with them. */
 async function teamState(sql: Sql, teamId: string) {
@@ -28,7 +28,7 @@ async function teamState(sql: Sql, teamId: string) {
 
 function assertDenseInListOrder(users: { user_id: string; created_on: string; position: number }[]): void {
   assert.deepEqual(users.map((u) => u.position), users.map((_, i) => i + 1), 'positions 1..n');
-  const sorted = [...users].sort((a, b) => (a.created_on === b.created_on ? (a.user_id < b.user_id ? -1 : 1) : (a.created_on < b.created_on ? -1 : 1)));
+  const sorted = [...users].sort(byListOrder);
   assert.deepEqual(users.map((u) => u.user_id), sorted.map((u) => u.user_id), 'positions follow (created_on, user_id)');
 }
 
