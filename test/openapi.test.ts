@@ -54,9 +54,9 @@ describe('OpenAPI document', () => {
     const common = ['401', '422', '429', '500', '503'];
     const operations: [string, string, string[]][] = [
       ['/v2/user/', 'get', ['200', ...common]],
-      ['/v2/user/', 'post', ['200', '400', '413', ...common]],
+      ['/v2/user/', 'post', ['200', '400', '413', '415', ...common]],
       ['/v2/user/{user_id}', 'get', ['200', '404', ...common]],
-      ['/v2/user/{user_id}', 'patch', ['204', '400', '404', '409', '413', ...common]],
+      ['/v2/user/{user_id}', 'patch', ['204', '400', '404', '409', '413', '415', ...common]],
       ['/v2/user/{user_id}', 'delete', ['200', '404', ...common]],
       ['/v2/user/resolve/{client_user_id}', 'get', ['200', '404', ...common]],
       ['/v2/user/undo_delete', 'post', ['200', '404', '409', ...common]],

@@ -47,6 +47,8 @@ export const clientUserIdTaken = () => new ApiError(409, 'Client user id already
 export const pathNotFound = () => new ApiError(404, 'Not Found');
 export const methodNotAllowed = (allow: string[]) => new ApiError(405, 'Method Not Allowed', { allow: allow.join(', ') });
 export const payloadTooLarge = () => new ApiError(413, 'Request body too large');
+/** A body in another charset than UTF-8, or with a content encoding: it would be read as something it is not. */
+export const unsupportedMediaType = () => new ApiError(415, 'Unsupported Media Type');
 export const invalid = (items: ValidationItem[]) => new ApiError(422, items);
 export const rateLimited = (retryAfterS: number) =>
   new ApiError(429, 'Rate limit exceeded', { 'retry-after': String(Math.max(1, Math.ceil(retryAfterS))) });

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import postgres from 'postgres';
 import { ApiError, internal, invalid, pathNotFound, payloadTooLarge, unavailable } from '../errors/catalogue.js';
 import { isDatabaseFrozen, isDatabaseUnavailable } from '../db/errors.js';
 import { toValidationItems } from '../validation/items.js';
@@ -28,6 +29,20 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).headers(error.headers).send({ detail: error.detail });
 }
 
+/**
+ * What the log keeps of an unexpected error. PostgreSQL's words may quote the
+ * statement's values (`invalid input syntax for type uuid: "…"`, `Key
+ * (client_user_id)=(…) already exists`, `Failing row contains (…)`): the
+ * team's data, which never goes to the log. Its SQLSTATE, routine and the
+ * names it gives say what failed; the stack, without the message, where.
+ */
+function loggable(err: Error): object {
+  if (!(err instanceof postgres.PostgresError)) return err;
+  const { code, severity, routine, schema_name, table_name, column_name, constraint_name } = err;
+  const stack = err.stack?.split('\n').filter((line) => line.startsWith('    at ')).join('\n');
+  return { type: err.name, code, severity, routine, schema_name, table_name, column_name, constraint_name, stack };
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     // The client went away in the middle of its body (the stream's ECONNRESET, not a database's): nobody to answer.
@@ -41,7 +56,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
         // A frozen database is logged once per outage by its guard (src/db/freeze-guard.ts), not once per request.
         if (!isDatabaseFrozen(err)) request.log.warn({ err: { code: err.code, message: err.message } }, 'database unavailable');
       } else {
-        request.log.error({ err }, 'unhandled error');
+        request.log.error({ err: loggable(err) }, 'unhandled error');
       }
     }
     return sendError(reply, error);

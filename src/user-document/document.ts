@@ -5,6 +5,8 @@
  * test/documents.test.ts checks that both produce identical text.
  */
 
+import { setNewest } from '../bounded-map.js';
+
 export interface SourceRef { name: string; slug: string; logo: string }
 
 /** A date-time already in PostgreSQL's output form: the text itself, or a PgTime (src/user-document/pg-time.ts). */
@@ -28,15 +30,18 @@ const text = (t: DocTime) => (typeof t === 'string' ? t : t.text);
 
 const q = JSON.stringify;
 
-/** `{"name":…,"slug":…,"logo":…}` of recently seen sources: an import writes the same few sources millions of times. */
+/**
+ * `{"name":…,"slug":…,"logo":…}` of recently seen sources: an import writes the same few sources millions of times.
+ * Only checked sources reach it (the catalogue's, or an import line's within its lengths), by slug, the newest kept.
+ */
 const sourceJsonCache = new Map<string, { name: string; logo: string; json: string }>();
+const SOURCES_KEPT = 1000;
 
 function sourceJson(s: SourceRef): string {
   const known = sourceJsonCache.get(s.slug);
   if (known && known.name === s.name && known.logo === s.logo) return known.json;
   const json = `{"name":${q(s.name)},"slug":${q(s.slug)},"logo":${q(s.logo)}}`;
-  if (sourceJsonCache.size >= 1000) sourceJsonCache.clear();
-  sourceJsonCache.set(s.slug, { name: s.name, logo: s.logo, json });
+  setNewest(sourceJsonCache, s.slug, { name: s.name, logo: s.logo, json }, SOURCES_KEPT);
   return json;
 }
 

@@ -56,19 +56,21 @@ export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId
 }
 
 export type UndoTarget = { user_id: string } | { client_user_id: string };
-export type UndoResult = 'restored' | 'none' | 'conflict';
+export type UndoResult = { restored: string } | 'none' | 'conflict';
 
 /**
  * Restores the team's user scheduled for deletion under `target` (by
  * client_user_id: the one deleted last) as it was: same id, created_on,
- * values and position, without its connections. 'conflict': a live user of
- * the team holds its client_user_id now (the unique index decides).
+ * values and position, without its connections; answers the restored
+ * user's id (for the audit line: the client_user_id is the team's data, not
+ * ours to log). 'conflict': a live user of the team holds its client_user_id
+ * now (the unique index decides).
  */
 export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): Promise<UndoResult> {
   const userId = 'user_id' in target ? target.user_id : null;
   const clientUserId = 'client_user_id' in target ? target.client_user_id : null;
   try {
-    const rows = await retryingDeadlocks(() => sql`
+    const rows = await retryingDeadlocks(() => sql<{ user_id: string }[]>`
       WITH target AS (
         SELECT user_id FROM deleted_users
         WHERE team_id = ${teamId} AND (user_id = ${userId}::uuid OR client_user_id = ${clientUserId})
@@ -87,7 +89,7 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
           fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
           ingestion_start, ingestion_end, doc
         FROM restored
-        RETURNING team_id, position
+        RETURNING user_id, team_id, position
       ), counted AS (
         UPDATE teams t SET user_count = t.user_count + 1, version = t.version + 1,
           list_tree = list_add(t.list_tree, b.position, 1)
@@ -96,8 +98,8 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
         UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(b.position))
         FROM back b WHERE h.team_id = b.team_id AND h.bucket = list_bucket_of(b.position)
       )
-      SELECT 1 FROM back`);
-    return rows.length === 1 ? 'restored' : 'none';
+      SELECT user_id FROM back`);
+    return rows.length === 1 ? { restored: rows[0]!.user_id } : 'none';
   } catch (err) {
     if (isUniqueViolation(err)) return 'conflict';
     throw err;

@@ -62,6 +62,7 @@ const ERROR_MESSAGE_BY_STATUS: Record<string, string> = {
   'undoDeleteUser:404': 'No user of this team is scheduled for deletion under this id',
   409: 'Client user id already exists',
   413: 'Request body too large',
+  415: 'Unsupported Media Type',
   429: 'Rate limit exceeded',
   500: 'Internal Server Error',
   503: 'Service Unavailable',

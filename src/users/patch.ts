@@ -44,9 +44,14 @@ export function checkPatchBody(body: unknown, errors: FastifySchemaValidationErr
   return items.length > 0 ? { ok: false, nothingToPatch: false, items } : { ok: true, patch };
 }
 
-/** The ingestion bounds' problem, if any: the start after the end. */
-export function ingestionOrder(start: string | null | undefined, end: string | null | undefined): ValidationItem | undefined {
+/**
+ * The ingestion bounds' problem, if any: the start after the end. Named at
+ * the bound that was sent (`sent`: the end when a PATCH sent only the end),
+ * with the value sent: a stored value is never echoed as the client's input.
+ */
+export function ingestionOrder(start: string | null | undefined, end: string | null | undefined, sent: 'start' | 'end' = 'start'): ValidationItem | undefined {
   if (!start || !end || start <= end) return undefined;
+  if (sent === 'end') return { type: 'value_error', loc: ['body', 'ingestion_end'], msg: 'Value error, ingestion_end must not be before ingestion_start', input: end };
   return { type: 'value_error', loc: ['body', 'ingestion_start'], msg: 'Value error, ingestion_start must not be after ingestion_end', input: start };
 }
 
@@ -74,7 +79,8 @@ export async function patchUser(sql: Sql, teamId: string, userId: string, patch:
     const user = parseUserDocument(row.doc);
     const start = patch.ingestion_start !== undefined ? patch.ingestion_start : user.ingestion_start;
     const end = patch.ingestion_end !== undefined ? patch.ingestion_end : user.ingestion_end;
-    const order = ingestionOrder(start, end);
+    // Two bounds sent were checked against each other (checkPatchBody): a problem here is one sent against one stored.
+    const order = ingestionOrder(start, end, patch.ingestion_start !== undefined ? 'start' : 'end');
     if (order) return { invalid: [order] };
 
     if (patch.client_user_id != null) user.client_user_id = patch.client_user_id;

@@ -50,7 +50,9 @@ export const UserList = Type.Object({
   limit: Type.Integer(),
 }, { $id: 'UserList' });
 
-export const UserIdParams = Type.Object({ user_id: Uuid });
+/** Path parameters carry their longest length: a longer value is a 414 (src/users/routes.ts). */
+const UuidParam = Type.String({ format: 'uuid', maxLength: 36 });
+export const UserIdParams = Type.Object({ user_id: UuidParam });
 export const ClientUserIdParams = Type.Object({ client_user_id: Type.String({ minLength: 1, maxLength: 255 }) });
 
 export const ListQuery = Type.Object({
@@ -91,7 +93,7 @@ export const UndoDeleteQuery = Type.Object({
 }, { description: 'Exactly one of the two.' });
 
 export const DeregisterParams = Type.Object({
-  user_id: Uuid,
+  user_id: UuidParam,
   provider: Type.String({ minLength: 1, maxLength: 100, description: 'A source slug, such as oura' }),
 });
 

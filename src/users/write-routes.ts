@@ -37,6 +37,7 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
         200: Type.Ref(User),
         400: Type.Ref(ClientUserIdConflict, { description: 'client_user_id already exists in the team' }),
         413: Type.Ref(ErrorMessage, { description: 'Body larger than 16 KiB' }),
+        415: Type.Ref(ErrorMessage, { description: 'Body declared in a charset other than UTF-8, or content-encoded' }),
         ...COMMON_ERRORS,
       },
     },
@@ -62,6 +63,7 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
         ...notFoundAnswer('No such live user in the team, or scheduled for deletion'),
         ...CONFLICT,
         413: Type.Ref(ErrorMessage, { description: 'Body larger than 16 KiB' }),
+        415: Type.Ref(ErrorMessage, { description: 'Body declared in a charset other than UTF-8, or content-encoded' }),
         ...COMMON_ERRORS,
       },
     },
@@ -121,7 +123,8 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
     const result = await undoDelete(write, teamId, target);
     if (result === 'none') throw noDeletionScheduled();
     if (result === 'conflict') throw clientUserIdTaken();
-    request.log.info({ team_id: teamId, key_id: keyId, ...target }, 'user deletion undone');
+    // The restored user's id, never the target as asked: a client_user_id is the team's own data.
+    request.log.info({ team_id: teamId, key_id: keyId, user_id: result.restored }, 'user deletion undone');
     return SUCCESS;
   });
 
