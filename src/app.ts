@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
+import type { FreezeGuard } from './db/freeze-guard.js';
 import { ReadRouter } from './db/read-router.js';
 import { KeyVerifier } from './auth/key-verifier.js';
 import { EdgeAnswers } from './http/edge-answers.js';
@@ -31,6 +32,8 @@ export interface AppDeps {
   sql: Sql;
   /** Where reads run (replicas, see src/db/read-router.ts); defaults to `sql` alone. */
   reads?: ReadRouter;
+  /** The primary's freeze guard, when `sql` is behind one: its counts go on /metrics. */
+  freezeGuard?: FreezeGuard | undefined;
   logger?: FastifyServerOptions['logger'] | false;
   loggerInstance?: FastifyServerOptions['loggerInstance'];
 }
@@ -89,7 +92,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerErrorHandling(app);
   registerResponseHeaders(app);
   const writeLine = registerRequestLog(app);
-  registerMetrics(app, { sql: deps.sql, keys: verifier, pages: reads.pageStats, poolMax: config.dbPoolMax });
+  registerMetrics(app, { sql: deps.sql, keys: verifier, pages: reads.pageStats, poolMax: config.dbPoolMax, freezeGuard: deps.freezeGuard });
   // Root-level onRequest hooks, so they run before the users scope's authentication hook.
   registerShutdownGuard(app);
   await registerCors(app, config.corsOrigins);

@@ -97,8 +97,8 @@ export const ConfigSchema = Type.Object({
     description: 'connection timeout; with the database down, requests get 503 within about a second',
   }),
   dbFreezeTimeoutMs: int('DB_FREEZE_TIMEOUT_MS', {
-    default: 500, minimum: 100, maximum: 650,
-    description: 'the primary counts as frozen (processes stopped, packets dropped) once a probe, sent every half of this, and every query of the pool have gone unanswered this long; its queries then fail at once with 503 until a probe is answered (at most 650, so that a request gets its 503 within a second)',
+    default: 1000, minimum: 200, maximum: 1500,
+    description: 'the primary counts as frozen (processes stopped, packets dropped) once a probe, sent every quarter of this (at most every 250 ms), and every query of the pool have gone unanswered this long, not counting time the service\'s own event loop was stalled; its queries then fail at once with 503 until a probe is answered (at most 1500, so that a request gets its 503 within two seconds; docs/decisions/freeze-guard-threshold.md)',
   }),
   keyCacheTtlMs: int('KEY_CACHE_TTL_MS', {
     default: 500, minimum: 0, maximum: 1000,

@@ -20,9 +20,9 @@ import { purgeDeletedUsers, type PurgedUser } from './users/deletion.js';
  */
 async function startServer(config: Config) {
   const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
-  // The freeze guard: requests get a 503 within a second even when the primary stops answering altogether.
+  // The freeze guard: requests get a 503 within two seconds even when the primary stops answering altogether.
   const db = await openDatabase(config, say, 'hds-server', {
-    freezeGuard: { frozenAfterMs: config.dbFreezeTimeoutMs, checkIntervalMs: Math.floor(config.dbFreezeTimeoutMs / 2) },
+    freezeGuard: { frozenAfterMs: config.dbFreezeTimeoutMs, checkIntervalMs: Math.min(250, Math.floor(config.dbFreezeTimeoutMs / 4)) },
   });
 
   const demo = await seedDemoOnFirstStart(db, config);
@@ -36,7 +36,7 @@ async function startServer(config: Config) {
   // At low traffic the buffer may not fill for a long time: a line is never held back more than a second.
   const logFlushTimer = setInterval(() => logDestination.flush(), 1000);
   logFlushTimer.unref();
-  const app = await buildApp({ config, sql: db.sql, reads, loggerInstance: logger });
+  const app = await buildApp({ config, sql: db.sql, reads, freezeGuard: db.guard, loggerInstance: logger });
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
   reads.onReadFailed = (failure) => app.log.warn(failure, 'read failed on a replica: re-run on the primary');
   if (db.guard) logTransitions(db.guard, app.log);

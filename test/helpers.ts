@@ -294,3 +294,24 @@ export async function rejectsAt(run: Promise<unknown>, line: number, reason: Reg
     return true;
   });
 }
+
+/**
+ * Records every unhandled rejection and uncaught exception of this process
+ * from now on (either would end a production process). Call in before();
+ * `assertNone()` in after() fails the file if any came, naming them.
+ */
+export function watchForCrashes(): { crashes: unknown[]; assertNone(): void } {
+  const crashes: unknown[] = [];
+  const onCrash = (err: unknown) => crashes.push(err);
+  process.on('unhandledRejection', onCrash);
+  process.on('uncaughtException', onCrash);
+  return {
+    crashes,
+    assertNone() {
+      process.off('unhandledRejection', onCrash);
+      process.off('uncaughtException', onCrash);
+      const described = crashes.map((err) => `${(err as { code?: unknown })?.code ?? ''} ${(err as Error)?.stack ?? String(err)}`);
+      assert.deepEqual(described, [], 'no unhandled rejection or uncaught exception');
+    },
+  };
+}

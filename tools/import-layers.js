@@ -22,7 +22,7 @@ export const LAYERS = [
   ['validation'],
   // The stored user document: its builder, time formats and value rules.
   ['user-document'],
-  ['config.ts', 'errors', 'bounded-map.ts'],
+  ['config.ts', 'errors', 'bounded-map.ts', 'loop-clock.ts'],
 ];
 
 const SRC = path.resolve(import.meta.dirname, '..', 'src');

@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { ARRAY_TYPES } from './array-types.js';
 
 export type Sql = postgres.Sql;
 export type Tx = postgres.TransactionSql;
@@ -27,6 +28,9 @@ export function connect(url: string, options: SqlOptions = {}): Sql {
     backoff: (retries: number) => Math.min(0.25, 0.01 * 2 ** retries),
     max_lifetime: 60 * 30,
     onnotice: () => {},
+    // The array types are known here: the driver's own fetch of them, on every new connection, could fail unhandled (./array-types.ts).
+    fetch_types: false,
+    types: ARRAY_TYPES,
     connection: {
       TimeZone: 'UTC',
       application_name: options.applicationName ?? 'hds',

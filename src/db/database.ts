@@ -25,7 +25,7 @@ export interface OpenDatabaseOptions {
   /**
    * Fail the primary's queries at once while it does not answer at all
    * (src/db/freeze-guard.ts): for the server, whose requests must get a 503
-   * within a second. Not for the CLI: nothing it runs has such a deadline.
+   * within two seconds. Not for the CLI: nothing it runs has such a deadline.
    */
   freezeGuard?: boolean | FreezeGuardOptions;
 }

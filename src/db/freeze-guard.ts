@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
 import type { Sql } from './client.js';
 import { DATABASE_FROZEN } from './errors.js';
+import { LoopClock } from '../loop-clock.js';
 import { closeProbe, databaseName, openProbe } from './probe.js';
 
 /**
@@ -19,9 +20,12 @@ import { closeProbe, databaseName, openProbe } from './probe.js';
  * flight fails at once with DATABASE_FROZEN (503 with Retry-After), and so
  * does every new one, without reaching the pool, until a probe is answered
  * again. Worst case from the freeze to the 503: one interval plus the
- * deadline, 750 ms by default. A slow query is not a frozen server: while any
+ * deadline, 1.25 s by default. A slow query is not a frozen server: while any
  * query of the pool is being answered the database is alive, whatever the
  * probe's delay, and only the server's statement timeout bounds that query.
+ * Time in which this process's own event loop could not run (src/loop-clock.ts)
+ * is not counted as the database's silence: an answer cannot be read then.
+ * Why these figures: docs/decisions/freeze-guard-threshold.md.
  *
  * Only the promises are failed: the guard never closes a connection of the
  * pool. postgres.js 3.4 cannot lose a connection in the middle of a
@@ -114,6 +118,24 @@ interface DriverQuery {
   reject: (err: unknown) => void;
 }
 
+/** The postgres.js version the guard's use of its internals was verified on; package.json pins it. */
+export const VERIFIED_DRIVER_VERSION = '3.4.9';
+
+/**
+ * Throws, saying why, unless `pool` makes queries with the internals the
+ * guard relies on. A query made and never awaited is never sent: this costs
+ * nothing and runs nothing.
+ */
+export function checkDriverInternals(pool: Sql): void {
+  const query = pool`SELECT 1` as unknown as Partial<Record<keyof DriverQuery, unknown>>;
+  const missing: string[] = (['handler', 'resolve', 'reject'] as const).filter((name) => typeof query[name] !== 'function');
+  if (typeof (pool as { begin?: unknown }).begin !== 'function') missing.push('begin');
+  if (missing.length > 0) {
+    throw new Error(`the database freeze guard needs postgres.js internals that this driver lacks (${missing.join(', ')}); `
+      + `it was verified on postgres ${VERIFIED_DRIVER_VERSION}, which package.json pins: reinstall with npm ci`);
+  }
+}
+
 type AnyFunction = (...args: unknown[]) => unknown;
 
 const now = () => performance.now();
@@ -132,6 +154,8 @@ export class FreezeGuard {
   private readonly probePatienceMs: number;
   private readonly applicationName: string;
   private readonly timer: NodeJS.Timeout;
+  /** How long this process's event loop was stalled: that time is not the database's silence. */
+  private readonly loop = new LoopClock();
   /** Queries sent to the pool and not answered yet, each with the rejection of its caller's promise. */
   private readonly inFlight = new Map<DriverQuery, (err: unknown) => void>();
   /** Transactions under way, each with a function that abandons it. */
@@ -140,8 +164,9 @@ export class FreezeGuard {
   private readonly unanswered = new Set<object>();
   private frozenSince: number | undefined;
   private error = new DatabaseFrozenError('database not answering');
-  /** When a query of the pool or the probe last got an answer from the server. */
+  /** When a query of the pool or the probe last got an answer from the server, and the loop's stalls until then. */
   private lastAnswerAt = now();
+  private stalledAtLastAnswer = 0;
   /** Not before a first answered probe: a database that never answered is the connect timeout's business. */
   private armed = false;
   private probe: Sql | undefined;
@@ -152,10 +177,11 @@ export class FreezeGuard {
   private probeConnections = 0;
 
   constructor(pool: Sql, url: string, options: FreezeGuardOptions = {}) {
+    checkDriverInternals(pool);
     this.name = databaseName(url, 'database');
     this.url = url;
     this.checkIntervalMs = options.checkIntervalMs ?? 250;
-    this.frozenAfterMs = options.frozenAfterMs ?? 500;
+    this.frozenAfterMs = options.frozenAfterMs ?? 1000;
     this.probePatienceMs = Math.max(PROBE_PATIENCE_MS, this.frozenAfterMs);
     this.applicationName = options.applicationName ?? 'hds-health';
     this.sql = this.gate(pool, () => false);
@@ -181,6 +207,7 @@ export class FreezeGuard {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
+    this.loop.close();
     await this.dropProbe();
   }
 
@@ -229,14 +256,14 @@ export class FreezeGuard {
     query.resolve = (value) => {
       this.inFlight.delete(query);
       this.unanswered.delete(query);
-      this.lastAnswerAt = now();
+      this.answered();
       resolve(value);
     };
     query.reject = (err) => {
       this.inFlight.delete(query);
       this.unanswered.delete(query);
       // An error from PostgreSQL is an answer; a connection error is not.
-      if (err instanceof postgres.PostgresError) this.lastAnswerAt = now();
+      if (err instanceof postgres.PostgresError) this.answered();
       reject(err);
     };
     this.inFlight.set(query, reject);
@@ -306,12 +333,28 @@ export class FreezeGuard {
     this.onHealthChange({ database: this.name, healthy: true, frozen_ms: frozenMs, unanswered: this.unanswered.size });
   }
 
+  private answered(): void {
+    this.lastAnswerAt = now();
+    this.stalledAtLastAnswer = this.loop.stalledMs();
+  }
+
+  /**
+   * How long the database has been silent, counted from `since` (with the
+   * loop's stalls until then), or from the last answer if that is later:
+   * wall time less the time this process's event loop could not run.
+   */
+  private silenceMs(since: number, stalledAtSince: number): number {
+    const [from, stalledAtFrom] = this.lastAnswerAt > since ? [this.lastAnswerAt, this.stalledAtLastAnswer] : [since, stalledAtSince];
+    return now() - from - (this.loop.stalledMs() - stalledAtFrom);
+  }
+
   /**
    * One probe: waits for its answer. While the database answers, it is
    * marked frozen once the probe has waited frozenAfterMs with no answer to
-   * any query meanwhile. The probe's connection is then dropped (it may be
-   * the one thing stuck: a fresh one tells) and a new probe sent at once on
-   * a new connection, whose startup a resumed server completes at once.
+   * any query meanwhile (the loop's own stalls not counted). The probe's
+   * connection is then dropped (it may be the one thing stuck: a fresh one
+   * tells) and a new probe sent at once on a new connection, whose startup
+   * a resumed server completes at once.
    */
   private async check(): Promise<void> {
     if (this.closed) return;
@@ -321,15 +364,16 @@ export class FreezeGuard {
       if (!this.probe) this.probeConnections++;
       this.probe ??= openProbe(this.url, Math.ceil(this.probePatienceMs / 1000), this.applicationName);
       const startedAt = now();
+      const stalledAtStart = this.loop.stalledMs();
       let outcome: 'ok' | 'failed' | undefined;
       const answer = this.probe`SELECT 1`.then(() => { outcome = 'ok'; }, () => { outcome = 'failed'; });
       for (;;) {
         const giveUpAt = startedAt + this.probePatienceMs;
         const watching = this.armed && !this.frozen;
-        const frozenAt = Math.max(startedAt, this.lastAnswerAt) + this.frozenAfterMs;
-        await this.until(answer, (watching ? Math.min(frozenAt, giveUpAt) : giveUpAt) - now());
+        const silentFor = this.silenceMs(startedAt, stalledAtStart);
+        await this.until(answer, watching ? Math.min(this.frozenAfterMs - silentFor, giveUpAt - now()) : giveUpAt - now());
         if (outcome || this.closed) break;
-        if (watching && now() - Math.max(startedAt, this.lastAnswerAt) >= this.frozenAfterMs) {
+        if (watching && this.silenceMs(startedAt, stalledAtStart) >= this.frozenAfterMs) {
           this.freeze(`no answer within ${this.frozenAfterMs} ms`);
           froze = true;
           break;
@@ -337,7 +381,7 @@ export class FreezeGuard {
         if (now() >= giveUpAt) break;
       }
       if (outcome === 'ok') {
-        this.lastAnswerAt = now();
+        this.answered();
         this.armed = true;
         this.thaw();
       } else {

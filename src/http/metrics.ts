@@ -3,6 +3,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { RequestStats } from './fast-path/request-stats.js';
 import { routePattern } from './fast-path/route-pattern.js';
 import type { Sql } from '../db/client.js';
+import type { FreezeStats } from '../db/freeze-guard.js';
 
 export interface AppMetrics {
   registry: Registry;
@@ -27,6 +28,8 @@ export interface MetricsDeps {
   /** List pages answered from memory and from the database (src/users/reads.ts). */
   pages: { hits: number; misses: number };
   poolMax: number;
+  /** The primary's freeze guard (src/db/freeze-guard.ts), where the process runs one (the server does). */
+  freezeGuard?: { stats(): FreezeStats } | undefined;
 }
 
 /** How long a rendering of the metrics is served again. */
@@ -58,6 +61,7 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
     memory: deps.pages.hits, database: deps.pages.misses,
   }));
   registerPoolGauges(registry, deps.sql, deps.poolMax);
+  if (deps.freezeGuard) registerFreezeGuard(registry, deps.freezeGuard);
 
   app.addHook('onResponse', (request, reply, done) => {
     // The route pattern, never the raw URL: ids in paths would explode the label set.
@@ -101,6 +105,20 @@ function mirrorCounter(registry: Registry, name: string, help: string, label: st
       for (const [value, count] of Object.entries(read())) this.inc({ [label]: value }, count);
     },
   });
+}
+
+/** The freeze guard's state and counts, read at scrape time: an operator sees a freeze, and how many requests it refused. */
+function registerFreezeGuard(registry: Registry, guard: { stats(): FreezeStats }): void {
+  const read = <K extends keyof FreezeStats>(key: K) => guard.stats()[key];
+  const gauge = (name: string, help: string, value: () => number) =>
+    new Gauge({ name, help, registers: [registry], collect() { this.set(value()); } });
+  const counter = (name: string, help: string, value: () => number) =>
+    new Counter({ name, help, registers: [registry], collect() { this.reset(); this.inc(value()); } });
+  gauge('hds_db_frozen', '1 while the primary is taken as frozen (not answering at all) and its queries fail at once', () => (read('frozen') ? 1 : 0));
+  counter('hds_db_freezes_total', 'Times the primary was taken as frozen', () => read('freezes'));
+  counter('hds_db_frozen_refusals_total', 'Queries and transactions failed at once (503) because the primary was frozen', () => read('refused'));
+  gauge('hds_db_frozen_unanswered', 'Queries abandoned during a freeze that the primary has not answered yet (each holds a connection)', () => read('unanswered'));
+  counter('hds_db_probe_connections_total', 'Connections the freeze guard\'s probe has opened (one more each time it gave up on one)', () => read('probeConnections'));
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { LoopClock, withinLoopTime } from '../loop-clock.js';
 
 /** One counted request: how many the key has made in its window, and when that window ends. */
 export interface Hit {
@@ -88,7 +89,15 @@ return {n, redis.call('PTTL', KEYS[1])}`;
 
 /** How long Redis is left alone after a failure before it is tried again. */
 const RETRY_REDIS_AFTER_MS = 1000;
+/**
+ * How long a request waits for Redis before it is counted in memory, not
+ * counting time in which this process could not run (src/loop-clock.ts): a
+ * process starved of CPU used to take Redis for unavailable and stop sharing
+ * its counts, although every answer had arrived.
+ */
 const COMMAND_TIMEOUT_MS = 250;
+/** ioredis's own timeout, a backstop that frees the commands of a Redis that accepts them and never answers. */
+const COMMAND_ABANDONED_MS = 10_000;
 
 type RedisWithHit = Redis & {
   rateLimitHit(key: string, windowMs: number): Promise<[number, number]>;
@@ -105,6 +114,7 @@ type StoreLog = { warn(obj: object, msg: string): void; info(obj: object, msg: s
 export class RedisStore {
   private downUntil = 0;
   private usingMemory = false;
+  private readonly loop = new LoopClock();
 
   /**
    * ioredis is loaded here, on first use, not with the module: loading it
@@ -117,7 +127,7 @@ export class RedisStore {
       // Fail at once while disconnected instead of queueing: a request must not wait for Redis.
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: COMMAND_TIMEOUT_MS,
+      commandTimeout: COMMAND_ABANDONED_MS,
       connectTimeout: 1000,
       retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
     }) as RedisWithHit;
@@ -162,7 +172,7 @@ export class RedisStore {
   private async peek(key: string): Promise<Hit | null> {
     if (!this.available) return this.fallback.peekNow(key);
     try {
-      const [count, ttl] = await this.redis.rateLimitPeek(this.prefix + key);
+      const [count, ttl] = await this.timed(this.redis.rateLimitPeek(this.prefix + key));
       return count > 0 && ttl > 0 ? { count, resetAt: Date.now() + ttl } : null;
     } catch (err) {
       this.down(err as Error);
@@ -178,7 +188,7 @@ export class RedisStore {
   private async hit(key: string): Promise<Hit> {
     if (!this.available) return this.fallback.hitNow(key);
     try {
-      const [count, ttl] = await this.redis.rateLimitHit(this.prefix + key, this.windowMs);
+      const [count, ttl] = await this.timed(this.redis.rateLimitHit(this.prefix + key, this.windowMs));
       return { count, resetAt: Date.now() + ttl };
     } catch (err) {
       this.down(err as Error);
@@ -203,6 +213,10 @@ export class RedisStore {
     if (status !== 'ready') this.down(new Error(`not connected within ${timeoutMs} ms of starting`));
   }
 
+  private timed<T>(command: Promise<T>): Promise<T> {
+    return withinLoopTime(this.loop, command, COMMAND_TIMEOUT_MS, () => new Error(`no answer from Redis within ${COMMAND_TIMEOUT_MS} ms`));
+  }
+
   private down(err: Error): void {
     this.downUntil = Date.now() + RETRY_REDIS_AFTER_MS;
     if (this.usingMemory) return;
@@ -211,6 +225,7 @@ export class RedisStore {
   }
 
   async close(): Promise<void> {
+    this.loop.close();
     this.redis.disconnect();
   }
 }
