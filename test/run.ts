@@ -45,11 +45,12 @@ await sql.end();
 const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hds-test-logs-'));
 process.env.HDS_TEST_LOG_DIR = logDir;
 
-// A test that hangs fails instead of holding the run (and CI) forever: after two minutes. Before
+// A test that hangs fails instead of holding the run (and CI) forever: after five minutes. Before
 // Node 24, --test-timeout bounds each whole file, not each test (nodejs/node#57656), and a long file
-// (test/cli.test.ts runs some forty CLI processes) can take more than two minutes on a loaded
-// machine: there the bound is ten minutes per file, still only a guard against a hang.
-const testTimeoutMs = Number(process.versions.node.split('.')[0]) >= 24 ? 120_000 : 600_000;
+// (test/cli.test.ts runs some forty CLI processes) can take several minutes on a loaded machine: there
+// the bound is fifteen minutes per file. Either is only a guard against a hang, never a measure of speed:
+// the suite must pass with two busy loops beside it on a machine three times slower than this project's.
+const testTimeoutMs = Number(process.versions.node.split('.')[0]) >= 24 ? 300_000 : 900_000;
 const child = spawn(process.execPath, [
   '--import', 'tsx', '--test', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, `--test-timeout=${testTimeoutMs}`, ...files,
 ], { stdio: 'inherit', env: process.env });
