@@ -47,9 +47,9 @@ function parseArray(text: string, element: (x: string) => unknown): unknown[] {
         i++;
         out.push(element(value));
       } else {
-        const end = text.slice(i).search(/[,}]/) + i;
-        const value = text.slice(i, end);
-        i = end;
+        const start = i;
+        while (text[i] !== ',' && text[i] !== '}') i++;
+        const value = text.slice(start, i);
         out.push(value === 'NULL' ? null : element(value));
       }
       if (text[i] === ',') i++;
