@@ -30,7 +30,8 @@ import type { LoadResult, LoadSpec } from './load-plan.js';
 import type { BenchOptions } from './options.js';
 import { sampleMemory, type MemorySampler } from './processes.js';
 import { judge, num, type Check, type Measured, type PassResult } from './report.js';
-import { inconsistencies, restoreAfterWrites, saveBeforeWrites } from './restore.js';
+import { restoreAfterWrites, saveBeforeWrites } from './restore.js';
+import { recountTeams } from '../src/users/recount.js';
 import { AFTER_DELETE_IDS, afterDeleteScenarios, BEFORE_DELETE_IDS, beforeDeleteScenarios, NOCACHE_IDS, nocacheScenarios, readScenarios, writeScenarios, type Keys, type Scenario } from './scenarios.js';
 import { databaseUrlOf, startService, stopService, type DatabaseTarget, type Service } from './service.js';
 import { compareWalks, type WalkTeam } from './walk.js';
@@ -240,13 +241,13 @@ async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: strin
   }
 }
 
-/** The biggest team's counters as the service kept them through the writes, recounted before they are put back. */
+/** The biggest team's state as the service kept it through the writes, recounted (`hds check`) before it is put back. */
 async function consistencyCheck(phase: Phase): Promise<Check> {
-  const check = { name: `team counters right after the writes (WORKERS=${phase.workers})`, target: 'equal to a recount of the team\'s users' };
+  const check = { name: `team state right after the writes (WORKERS=${phase.workers})`, target: 'equal to a recount of the team\'s users (hds check)' };
   try {
-    const off = Object.entries(await inconsistencies(phase.sql, phase.ctx.dataset.biggest.teamId)).filter(([, n]) => n !== 0);
-    const value = off.length === 0 ? 'user_count, connected_sources, next_position, tree, holes as recounted' : off.map(([k, n]) => `${k} ${n}`).join(', ');
-    return { ...check, value, pass: off.length === 0 };
+    const { drifts } = await recountTeams(phase.sql, [phase.ctx.dataset.biggest.teamId]);
+    const value = drifts.length === 0 ? 'as recounted' : drifts.map((d) => `${d.what}: kept ${d.kept}, counted ${d.counted}`).join('; ');
+    return { ...check, value, pass: drifts.length === 0 };
   } catch (err) {
     // Never in the way of putting the team back.
     return { ...check, value: `could not recount: ${(err as Error).message}`, pass: false };

@@ -60,30 +60,6 @@ export async function saveBeforeWrites(sql: postgres.Sql, team: SavedTeam, userI
   });
 }
 
-/**
- * What the service keeps per team (migrations/005), recounted from its
- * users: after the writes, before anything is put back. Anything but 0 is a
- * write that kept its counters wrong (under concurrency, say).
- */
-export async function inconsistencies(sql: postgres.Sql, teamId: string): Promise<Record<string, number>> {
-  const [row] = await sql<Record<string, string>[]>`
-    WITH t AS (SELECT * FROM teams WHERE team_id = ${teamId}),
-    buckets AS (
-      SELECT list_bucket_of(position) AS bucket, count(*)::int AS n
-      FROM users WHERE team_id = ${teamId} GROUP BY 1
-    )
-    SELECT
-      (SELECT t.user_count - (SELECT count(*) FROM users WHERE team_id = ${teamId}) FROM t) AS "user_count off by",
-      (SELECT t.connected_sources - (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = ${teamId}) FROM t) AS "connected_sources off by",
-      (SELECT count(*) FROM users u, t WHERE u.team_id = ${teamId} AND u.position >= t.next_position) AS "positions at or past next_position",
-      -- The tree's count of each bucket (a difference of prefix sums) against the bucket's users.
-      (SELECT count(*) FROM t, generate_series(1, coalesce(array_length(t.list_tree, 1), 0)) AS g(i) LEFT JOIN buckets b ON b.bucket = g.i
-       WHERE list_prefix(t.list_tree, g.i) - list_prefix(t.list_tree, g.i - 1) <> coalesce(b.n, 0)) AS "tree buckets miscounted",
-      (SELECT count(*) FROM buckets b, t WHERE b.bucket > coalesce(array_length(t.list_tree, 1), 0)) AS "buckets outside the tree",
-      list_holes_miscounted(${teamId}) AS "buckets whose holes are miscounted"`;
-  return Object.fromEntries(Object.entries(row!).map(([k, v]) => [k, Number(v)]));
-}
-
 /** Differences between the team and what was saved (0 everywhere when it is back). */
 async function differences(sql: postgres.Sql, team: SavedTeam): Promise<Record<string, number>> {
   const [row] = await sql<Record<string, string>[]>`

@@ -3,7 +3,7 @@
  * (`node --import tsx src/cli/hds.ts ...`, DATABASE_URL from the environment).
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { randomInt, randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,25 +11,12 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { byListOrder, canonicalTimes, GEN_USERS, NO_RATE_LIMITS, ROOT, teamWithKey, testApp, testSql, withSortedSources } from './helpers.js';
+import { byListOrder, canonicalTimes, GEN_USERS, runHds, teamWithKey, testApp, testSql, withSortedSources, type Run } from './helpers.js';
 
-const CLI = path.join(ROOT, 'src', 'cli', 'hds.ts');
 const KEY = /^hds_[A-Za-z0-9_-]{43}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-interface Run { code: number | null; stdout: string; stderr: string }
-
-function hds(args: string[], input?: string | Buffer): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: ROOT, env: { ...process.env, ...NO_RATE_LIMITS }, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '', stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-  child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-  child.stdin.end(input);
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const hds = runHds;
 
 /** Runs `hds` for each argument list, a few at a time (the machine is shared), answers in order. */
 async function hdsAll(argLists: string[][], atOnce = 4): Promise<Run[]> {
@@ -91,7 +78,7 @@ describe('hds CLI', () => {
   describe('usage', () => {
     it('--help on every command exits 0 and shows the usage', async () => {
       const commands = [[], ['teams', 'create'], ['teams', 'list'], ['keys', 'create'], ['keys', 'list'], ['keys', 'revoke'],
-        ['keys', 'rotate'], ['import'], ['export'], ['migrate']];
+        ['keys', 'rotate'], ['import'], ['export'], ['check'], ['migrate']];
       const runs = await hdsAll(commands.map((c) => [...c, '--help']));
       for (const [i, r] of runs.entries()) {
         assert.equal(r.code, 0, `${commands[i]!.join(' ')} --help: ${describeRun(r)}`);

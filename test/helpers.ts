@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -314,4 +314,21 @@ export function watchForCrashes(): { crashes: unknown[]; assertNone(): void } {
       assert.deepEqual(described, [], 'no unhandled rejection or uncaught exception');
     },
   };
+}
+
+/** How a run of the admin CLI ended. */
+export interface Run { code: number | null; stdout: string; stderr: string }
+
+/** The admin CLI as an operator runs it (`node --import tsx src/cli/hds.ts ...`, DATABASE_URL from the environment). */
+export function runHds(args: string[], input?: string | Buffer): Promise<Run> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'cli', 'hds.ts'), ...args],
+    { cwd: ROOT, env: { ...process.env, ...NO_RATE_LIMITS }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '', stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+  child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+  child.stdin.end(input);
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
 }

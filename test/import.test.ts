@@ -14,6 +14,7 @@ import { issueKey } from '../src/auth/issue-key.js';
 import { createUser } from '../src/users/create.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
 import { importUsers, type ImportSummary } from '../src/import/import.js';
+import { recountTeams } from '../src/users/recount.js';
 import { generateUsers, lines, rejectsAt, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** Everything stored about the given teams that a reader could see, checked against the reference definition. */
@@ -29,10 +30,7 @@ async function problems(sql: Sql, teamIds: string[]): Promise<string[]> {
       FROM users WHERE team_id = ANY(${teamIds}::uuid[])) r
     WHERE position <> rn GROUP BY team_id`;
   for (const p of positions) found.push(`team ${p.team_id}: ${p.n} users out of list order`);
-  const counts = await sql<{ team_id: string; stored: number; counted: number }[]>`
-    SELECT t.team_id, t.user_count::int AS stored, (SELECT count(*) FROM users u WHERE u.team_id = t.team_id)::int AS counted
-    FROM teams t WHERE t.team_id = ANY(${teamIds}::uuid[])`;
-  for (const c of counts) if (c.stored !== c.counted) found.push(`team ${c.team_id}: user_count ${c.stored}, users ${c.counted}`);
+  for (const d of (await recountTeams(sql, teamIds)).drifts) found.push(`team ${d.team_id}: ${d.what}: kept ${d.kept}, counted ${d.counted}`);
   return found;
 }
 

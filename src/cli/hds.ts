@@ -11,6 +11,7 @@ import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
 import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../import/import.js';
 import { exportUsers } from '../import/export.js';
 import { purgeDeletedUsers } from '../users/deletion.js';
+import { recountTeams } from '../users/recount.js';
 import { isUuid } from '../user-document/rules.js';
 
 import { renderTable } from './table.js';
@@ -149,6 +150,23 @@ const COMMANDS: Record<string, Command> = {
         for (const u of users) process.stderr.write(`purged user ${u.user_id} of team ${u.team_id}\n`);
       });
       out(`purged ${purged} user${purged === 1 ? '' : 's'}`);
+    },
+  },
+  check: {
+    usage: 'check [--team TEAM_ID]',
+    summary: "recount each team's kept counts, positions, tree and holes from its users; exit 1 naming every difference",
+    options: { team: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const teamIds = v.team === undefined ? undefined : [await existingTeam(db, v.team)];
+      const { teams, drifts } = await recountTeams(db.sql, teamIds);
+      for (const d of drifts) out(`team ${d.team_id}: ${d.what}: kept ${d.kept}, counted ${d.counted}`);
+      if (drifts.length === 0) {
+        out(`checked ${teams} team${teams === 1 ? '' : 's'}: every kept value agrees with a recount of the users`);
+        return;
+      }
+      const differing = new Set(drifts.map((d) => d.team_id)).size;
+      process.stderr.write(`hds check: ${differing} of ${teams} team${teams === 1 ? '' : 's'} differ from a recount of their users\n`);
+      process.exitCode = 1;
     },
   },
   migrate: {

@@ -1,0 +1,124 @@
+import type { Sql, Tx } from '../db/client.js';
+
+/** One way a team's kept state differs from a recount of its users. */
+export interface TeamDrift {
+  team_id: string;
+  /** What differs: a column of `teams`, `team_source_weeks`, or a property of the positions. */
+  what: string;
+  kept: string;
+  counted: string;
+}
+
+/**
+ * Recomputes every team's derived state from its users (or only the teams
+ * in `teamIds`) and returns where what is kept differs; empty when all
+ * agree. In one REPEATABLE READ snapshot, so that writes committed while it
+ * runs are never taken for a difference. What is kept, and recounted here:
+ *
+ * - `teams.user_count`: the team's live users;
+ * - `teams.connected_sources` and `team_source_weeks`: their connections,
+ *   in all and by the week (Monday, UTC) they were made;
+ * - `teams.next_position`: past every position held, live or scheduled;
+ * - positions: distinct, and in list order (created_on, user_id);
+ * - `teams.list_tree`: the live users of each bucket of positions;
+ * - `list_holes`: the positions below next_position no live user holds.
+ *
+ * Every write must leave these right in its own transaction; `hds check`
+ * runs this, and the tests and the bench call it after their writes.
+ */
+export async function recountTeams(sql: Sql, teamIds?: string[]): Promise<{ teams: number; drifts: TeamDrift[] }> {
+  return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
+    await tx`SET LOCAL statement_timeout = 0`;
+    const only = teamIds ?? null;
+    const { teams, drifts } = await counters(tx, only);
+    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only)] };
+  });
+}
+
+type Only = string[] | null;
+
+async function counters(tx: Tx, only: Only): Promise<{ teams: number; drifts: TeamDrift[] }> {
+  const rows = await tx<{ team_id: string; user_count: string; users: string; connected_sources: string; links: string; next_position: string; last: string }[]>`
+    WITH t AS (SELECT * FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[]))
+    SELECT t.team_id, t.user_count::text, t.connected_sources::text, t.next_position::text,
+      (SELECT count(*) FROM users u WHERE u.team_id = t.team_id)::text AS users,
+      (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = t.team_id)::text AS links,
+      greatest((SELECT max(position) FROM users u WHERE u.team_id = t.team_id),
+               (SELECT max(position) FROM deleted_users d WHERE d.team_id = t.team_id), 0)::text AS last
+    FROM t`;
+  const drifts: TeamDrift[] = [];
+  for (const r of rows) {
+    if (r.user_count !== r.users) drifts.push({ team_id: r.team_id, what: 'user_count', kept: r.user_count, counted: r.users });
+    if (r.connected_sources !== r.links) drifts.push({ team_id: r.team_id, what: 'connected_sources', kept: r.connected_sources, counted: r.links });
+    if (BigInt(r.next_position) <= BigInt(r.last)) {
+      drifts.push({ team_id: r.team_id, what: 'next_position', kept: r.next_position, counted: `more than ${r.last}, the last position held` });
+    }
+  }
+  return { teams: rows.length, drifts };
+}
+
+async function weeks(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  const rows = await tx<{ team_id: string; week: string; kept: string; counted: string }[]>`
+    WITH kept AS (
+      SELECT team_id, week, connections::bigint AS n FROM team_source_weeks
+      WHERE connections <> 0 AND (${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[]))
+    ), counted AS (
+      SELECT u.team_id, source_week(us.created_on) AS week, count(*) AS n
+      FROM user_sources us JOIN users u USING (user_id)
+      WHERE ${only}::uuid[] IS NULL OR u.team_id = ANY(${only}::uuid[])
+      GROUP BY 1, 2
+    )
+    SELECT team_id, week::text, coalesce(k.n, 0)::text AS kept, coalesce(c.n, 0)::text AS counted
+    FROM kept k FULL JOIN counted c USING (team_id, week)
+    WHERE k.n IS DISTINCT FROM c.n
+    ORDER BY team_id, week`;
+  return rows.map((r) => ({ team_id: r.team_id, what: `team_source_weeks ${r.week}`, kept: r.kept, counted: r.counted }));
+}
+
+async function order(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  const rows = await tx<{ team_id: string; misplaced: string; repeated: string }[]>`
+    WITH a AS (
+      SELECT team_id, user_id, created_on, position FROM users WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])
+      UNION ALL
+      SELECT team_id, user_id, created_on, position FROM deleted_users WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])
+    ), r AS (
+      SELECT team_id, position,
+        row_number() OVER (PARTITION BY team_id ORDER BY created_on, user_id) AS by_time,
+        row_number() OVER (PARTITION BY team_id ORDER BY position) AS by_position
+      FROM a
+    )
+    SELECT team_id, count(*) FILTER (WHERE by_time <> by_position)::text AS misplaced, (count(*) - count(DISTINCT position))::text AS repeated
+    FROM r GROUP BY team_id
+    HAVING count(*) FILTER (WHERE by_time <> by_position) > 0 OR count(*) <> count(DISTINCT position)`;
+  return rows.flatMap((r) => [
+    ...(r.misplaced !== '0' ? [{ team_id: r.team_id, what: 'users out of list order by position', kept: r.misplaced, counted: '0' }] : []),
+    ...(r.repeated !== '0' ? [{ team_id: r.team_id, what: 'positions held twice', kept: r.repeated, counted: '0' }] : []),
+  ]);
+}
+
+async function tree(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  // Bucket i's live users as the tree keeps them (a difference of prefix sums) against the users there; the kept tree
+  // may reach further than the last live user's bucket (its last users deleted): those buckets must count 0.
+  const rows = await tx<{ team_id: string; buckets: string }[]>`
+    WITH t AS (SELECT team_id, list_tree FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])),
+    counted AS (
+      SELECT team_id, list_bucket_of(position) AS bucket, count(*)::int AS n FROM users
+      WHERE team_id IN (SELECT team_id FROM t) GROUP BY 1, 2
+    ), kept AS (
+      SELECT t.team_id, g.i AS bucket, list_prefix(t.list_tree, g.i) - list_prefix(t.list_tree, g.i - 1) AS n
+      FROM t CROSS JOIN LATERAL generate_series(1, coalesce(array_length(t.list_tree, 1), 0)) AS g(i)
+    )
+    SELECT team_id, count(*)::text AS buckets
+    FROM kept k FULL JOIN counted c USING (team_id, bucket)
+    WHERE coalesce(k.n, 0) <> coalesce(c.n, 0)
+    GROUP BY team_id`;
+  return rows.map((r) => ({ team_id: r.team_id, what: 'list_tree buckets miscounted', kept: r.buckets, counted: '0' }));
+}
+
+async function holes(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  const rows = await tx<{ team_id: string; buckets: string }[]>`
+    SELECT team_id, list_holes_miscounted(team_id)::text AS buckets
+    FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])`;
+  return rows.filter((r) => r.buckets !== '0')
+    .map((r) => ({ team_id: r.team_id, what: 'list_holes buckets miscounted', kept: r.buckets, counted: '0' }));
+}
