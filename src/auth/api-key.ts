@@ -23,6 +23,7 @@ export function isWellFormedKey(value: string): boolean {
 /**
  * SHA-256 is enough here (no slow hash): the secret is 256 random bits, so
  * there is nothing to brute-force, and the lookup stays one indexed equality.
+ * Decision: docs/decisions/api-key-hashing-and-cache.md
  */
 export function hashKey(key: string): Buffer {
   return hash('sha256', key, 'buffer');
@@ -30,7 +31,7 @@ export function hashKey(key: string): Buffer {
 
 /**
  * The same hash as base64 text, for in-memory maps. One-shot crypto.hash, not
- * createHash(): no Hash object per request (4.4 µs down to 0.9 µs per key here).
+ * createHash(): no Hash object per request (about a fifth of the time per key).
  */
 export function hashKeyText(key: string): string {
   return hash('sha256', key, 'base64');

@@ -23,6 +23,7 @@ export const KEY_NOT_CACHED = Symbol('key not cached');
  * (under a second), so a revocation made on any instance is seen by all
  * within that time, while a busy key costs one lookup per `ttlMs` instead of
  * one per request. Expiry is checked against the clock on every request.
+ * Decision: docs/decisions/api-key-hashing-and-cache.md
  */
 export class KeyVerifier {
   private readonly cache = new Map<string, CacheEntry>();

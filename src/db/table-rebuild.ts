@@ -5,9 +5,8 @@ import type { Tx } from './client.js';
  * table with no index (PostgreSQL then writes each row once and keeps no
  * index up to date row by row), the indexes are built afterwards by sorting,
  * and the new table takes the old one's place in one short exclusive lock at
- * the end. Measured on 1,000,000 users: index upkeep was half of a COPY into
- * the indexed table (11 of 20 s); building the three indexes after the load
- * took 3 s.
+ * the end: index upkeep row by row was half of a COPY into an indexed table.
+ * Decision: docs/decisions/bulk-import-binary-copy.md
  *
  * Readers keep reading the old table until the commit; a statement that
  * arrives during the swap waits for it and then reads the new table (PostgreSQL

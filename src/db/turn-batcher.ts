@@ -2,25 +2,19 @@ import type { Sql } from './client.js';
 import { onePerPool, settleBatch, type Pending } from './pending-batch.js';
 
 /**
- * A batch this big is sent at once instead of at the end of the turn. With
- * 32 connections nearly every request of a turn waited on the same query
- * (35 lookups per query here), and while PostgreSQL answered it this process
- * had nothing to do. Sending every 16 lookups lets PostgreSQL answer one
- * part on the other core while this process reads the next requests: in
- * alternating 5 s rounds of random gets, +9% requests per second and a p99 of
- * 7-10 ms instead of 11-15 ms. 8 was slower than one batch per turn: each
- * query costs this process a socket write that wakes a backend.
+ * A batch this big is sent at once instead of at the end of the turn, so that
+ * PostgreSQL answers one part while this process reads the next requests;
+ * smaller batches cost more socket writes than they save.
+ * Decision: docs/decisions/lookup-turn-batcher.md
  */
 const SEND_AT = 16;
 
 /**
  * Collects the lookups that arrive in one turn of the event loop and answers
  * them with one query per SEND_AT lookups. Under load most of a lookup's
- * cost is the round trip, not the index probe: on this project's machine a
- * query cost PostgreSQL about 170 µs of CPU and this process about 160 µs in
- * the socket write that wakes the backend (CPU profile and /proc, under
- * load). Sharing one round trip among the requests of a turn removes most of
- * it, and adds at most one turn of latency when there is nothing to share.
+ * cost is the round trip, not the index probe; sharing one among the requests
+ * of a turn removes most of it, and adds at most one turn of latency when
+ * there is nothing to share.
  */
 export class TurnBatcher<Req, Res> {
   private pending: Pending<Req, Res>[] = [];

@@ -81,6 +81,7 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
 /**
  * `render`, done at most once a second: a flood of scrapes costs the API no
  * more than one rendering a second (concurrent scrapes share one).
+ * Decision: docs/decisions/metrics-rendered-once-a-second.md
  */
 export function renderedAtMostEverySecond(render: () => Promise<string>): () => Promise<string> {
   let last: { at: number; text: Promise<string> } | undefined;

@@ -9,7 +9,7 @@ import { setNewest } from '../bounded-map.js';
  * PostgreSQL find each page's start: a walk of the team's tree, read from
  * TOAST, then the page's bucket's holes (migrations/007 and 008). With a
  * tenth of the biggest team deleted, a random page cost it about 1.3 times
- * one of the same team before (figures in CHANGELOG.md, issue 17). Yet the
+ * one of the same team before (figures: `git show a7fc7f5:CHANGELOG.md`). Yet the
  * start depends only on the team's holes, and those change only when the
  * team's version does (migrations/003). So each process keeps, per team it
  * has listed, the team's holes at one version, and hands the page statement

@@ -57,7 +57,7 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * (./known-holes.ts) and the team is still at that version: then the
  * statement starts there. `total` is the team's counter.
  *
- * Measured choices (issue 19, figures in CHANGELOG.md):
+ * Measured choices (issue 19, figures: `git show a7fc7f5:CHANGELOG.md`):
  *
  * - The rows come in list order because the one team row drives a nested
  *   loop over the ordered index range (LATERAL); an ORDER BY on top would

@@ -6,8 +6,8 @@
  * it is memory outside V8's heap, and V8 answers every 64 MB of that with a
  * full mark of the heap: with the page cache off, about four of them a
  * second, and the mark, not the page, was what the process spent most on
- * (issue 19's profiles; see CHANGELOG.md for the figures). Used again, the
- * same few buffers carry every page.
+ * (issue 19's profiles). Used again, the same few buffers carry every page.
+ * Decision: docs/decisions/fast-path-hand-made-code.md
  *
  * The rule it relies on: a buffer is given back only when nothing will read
  * it again. The answer's bytes are handed to the socket without a copy, and
