@@ -9,35 +9,30 @@ const STALL_AFTER_MS = 2 * TICK_MS;
  * How long this process's event loop has been unable to run. A deadline
  * that waits for another party's answer (the freeze guard's probe, a Redis
  * command) must not count that time: an answer that arrived meanwhile sits
- * unread in the socket, and the other party was not silent. A tick every
- * 50 ms that finds itself late by more than a tick counts the gap.
+ * unread in the socket, and the other party was not silent. One tick every
+ * 50 ms for the whole process, started on first use and never keeping it
+ * alive, counts every gap longer than two ticks.
  */
-export class LoopClock {
-  private lastTick = performance.now();
-  private stalled = 0;
-  private readonly timer: NodeJS.Timeout;
+let lastTick = 0;
+let stalled = 0;
+let ticking: NodeJS.Timeout | undefined;
 
-  constructor() {
-    this.timer = setInterval(() => {
-      this.stalled += this.openStall();
-      this.lastTick = performance.now();
+function openStall(): number {
+  const gap = performance.now() - lastTick;
+  return gap > STALL_AFTER_MS ? gap - TICK_MS : 0;
+}
+
+/** Milliseconds the loop has been stalled so far, a stall still under way (read after it) included. Compare two readings. */
+export function stalledMs(): number {
+  if (!ticking) {
+    lastTick = performance.now();
+    ticking = setInterval(() => {
+      stalled += openStall();
+      lastTick = performance.now();
     }, TICK_MS);
-    this.timer.unref();
+    ticking.unref();
   }
-
-  /** Milliseconds the loop has been stalled since this clock started, a stall still under way (read after it) included. */
-  stalledMs(): number {
-    return this.stalled + this.openStall();
-  }
-
-  close(): void {
-    clearInterval(this.timer);
-  }
-
-  private openStall(): number {
-    const gap = performance.now() - this.lastTick;
-    return gap > STALL_AFTER_MS ? gap - TICK_MS : 0;
-  }
+  return stalled + openStall();
 }
 
 /**
@@ -46,16 +41,16 @@ export class LoopClock {
  * not counted). When the time is up, one more turn of the loop is given to
  * answers already in the socket before the rejection.
  */
-export function withinLoopTime<T>(clock: LoopClock, answer: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+export function withinLoopTime<T>(answer: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
   return new Promise((resolve, reject) => {
     const startedAt = performance.now();
-    const stalledAtStart = clock.stalledMs();
+    const stalledAtStart = stalledMs();
     let settled = false;
     let timer: NodeJS.Timeout;
     const wait = (left: number) => { timer = setTimeout(() => setImmediate(check), left); };
     const check = () => {
       if (settled) return;
-      const waited = performance.now() - startedAt - (clock.stalledMs() - stalledAtStart);
+      const waited = performance.now() - startedAt - (stalledMs() - stalledAtStart);
       if (waited < ms) return wait(ms - waited);
       settled = true;
       reject(timedOut());

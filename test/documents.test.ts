@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
 import { parsePgTime } from '../src/user-document/pg-time.js';
-import { generateUsers, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { appWithTeam, generateUsers, lines, teamWithKey, type TestTeam } from './helpers.js';
 
 /** The text PostgreSQL stores for an RFC 3339 date-time, or null where the import refuses it. */
 const pgTimestamp = (value: string) => parsePgTime(value)?.text ?? null;
@@ -26,15 +26,7 @@ describe('stored user documents (users.doc) equal the reference definition', () 
   const slug = `doc_test_${randomUUID().slice(0, 8)}`;
   const source = { name: 'Doc "Test" \\ Source', slug, logo: `https://example.com/${slug}.png` };
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithKey(sql);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTeam((fixture) => ({ sql, app, team } = fixture));
 
   it('after an import of generated users and awkward values', async () => {
     const users: Record<string, any>[] = generateUsers(300).map((u) => ({ ...u, team_id: team.teamId }));

@@ -131,6 +131,27 @@ export function appWithTwoTeams(teamSize: number, otherSize: number, use: (fixtu
   });
 }
 
+export interface AppWithTeam { sql: Sql; app: App; team: TestTeam }
+
+/**
+ * The usual fixture of a write test: a pool, an app and a team with a key,
+ * built before the file's tests (handed over through `use`) and closed after
+ * them. Call it inside the describe() whose tests use it.
+ */
+export function appWithTeam(use: (fixture: AppWithTeam) => void, teamName?: string): void {
+  let fixture: AppWithTeam | undefined;
+  before(async () => {
+    const sql = testSql();
+    const app = await testApp(sql);
+    fixture = { sql, app, team: await teamWithKey(sql, teamName) };
+    use(fixture);
+  });
+  after(async () => {
+    await fixture?.app.close();
+    await fixture?.sql.end();
+  });
+}
+
 /** The API's list order. */
 export function byListOrder(a: { created_on: string; user_id: string }, b: { created_on: string; user_id: string }): number {
   const ta = Date.parse(a.created_on), tb = Date.parse(b.created_on);
@@ -332,3 +353,12 @@ export function runHds(args: string[], input?: string | Buffer): Promise<Run> {
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+type LogLines = () => Record<string, any>[];
+
+/** How many times an app's log says its rate limits fell back to counting in memory (src/http/rate-limit-store.ts). */
+export const redisFallbacks = (lines: LogLines) => lines().filter((l) => String(l.msg).includes('Redis unavailable')).length;
+
+/** Whether an app counts in Redis now, by its log: every fallback it logged was followed by "Redis is back". */
+export const countsInRedis = (lines: LogLines) =>
+  redisFallbacks(lines) <= lines().filter((l) => String(l.msg).includes('Redis is back')).length;

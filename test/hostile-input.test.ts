@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import type { LightMyRequestResponse } from 'fastify';
@@ -16,7 +16,7 @@ import type { Sql } from '../src/db/client.js';
 import { ImportError, parseImportLine } from '../src/import/line.js';
 import { userDocument } from '../src/user-document/document.js';
 import { isClientUserId, isPastDate, isTimeZone } from '../src/user-document/rules.js';
-import { loggedApp, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { appWithTeam, loggedApp, teamWithKey, type TestTeam } from './helpers.js';
 
 const MB = 1024 * 1024;
 const unique = (prefix: string) => `${prefix}-${randomUUID()}`;
@@ -47,15 +47,7 @@ describe('hostile input on the write routes', () => {
   let app: App;
   let team: TestTeam;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithKey(sql);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTeam((fixture) => ({ sql, app, team } = fixture));
 
   const send = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: Buffer | string | object, headers: Record<string, string> = {}) =>
     app.inject({

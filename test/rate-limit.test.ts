@@ -14,7 +14,7 @@ import { Redis } from 'ioredis';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { MemoryStore, RedisStore } from '../src/http/rate-limit-store.js';
-import { loggedApp, requireRedis, teamWithKey, testApp, testRedisAddress, testSql, TEST_REDIS_URL, until } from './helpers.js';
+import { countsInRedis, loggedApp, redisFallbacks, requireRedis, teamWithKey, testApp, testRedisAddress, testSql, TEST_REDIS_URL, until } from './helpers.js';
 
 const redis = await requireRedis();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -141,18 +141,16 @@ describe('rate limits shared through Redis', () => {
      * One whose Redis did not answer a command in time falls back for a second, also saying so: a try in
      * which that happened is tried again (test/client-addresses.test.ts does the same).
      */
-    const said = (lines: () => Record<string, any>[], what: RegExp) => lines().filter((l) => what.test(l.msg)).length;
-    const fallbacks = (lines: () => Record<string, any>[]) => said(lines, /Redis unavailable/);
     for (let attempt = 1; ; attempt++) {
       const env = { REDIS_URL: TEST_REDIS_URL, REDIS_KEY_PREFIX: prefix(), RATE_LIMIT_PER_IP: '20', RATE_LIMIT_PER_TEAM: '8', RATE_LIMIT_WINDOW_S: '600' };
       const apps = [await loggedApp(sql, env), await loggedApp(sql, env)];
       try {
-        await until('both instances count in Redis', 30_000, () => apps.every((a) => fallbacks(a.lines) <= said(a.lines, /Redis is back/)));
-        const before = apps.map((a) => fallbacks(a.lines));
+        await until('both instances count in Redis', 30_000, () => apps.every((a) => countsInRedis(a.lines)));
+        const before = apps.map((a) => redisFallbacks(a.lines));
         const team = await teamWithKey(sql);
         const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => list(apps[i % 2]!.app, team.key)));
         const more = await Promise.all(apps.map((a) => list(a.app, team.key)));
-        if (attempt < 3 && apps.some((a, i) => fallbacks(a.lines) > before[i]!)) continue;
+        if (attempt < 3 && apps.some((a, i) => redisFallbacks(a.lines) > before[i]!)) continue;
         const codes = answers.map((a) => a.statusCode);
         assert.equal(codes.filter((c) => c === 200).length, 8, `team: ${codes.join(' ')}`);
         assert.ok(codes.every((c) => c === 200 || c === 429));

@@ -1,11 +1,11 @@
 /** POST /v2/user/: the create-user rules of contract section 5. */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { LightMyRequestResponse } from 'fastify';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
-import { teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { appWithTeam, teamWithKey, type TestTeam } from './helpers.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?\+00:00$/;
@@ -18,15 +18,7 @@ describe('POST /v2/user/', () => {
   let app: App;
   let team: TestTeam;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithKey(sql, 'create');
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTeam((fixture) => ({ sql, app, team } = fixture), 'create');
 
   const create = (payload: unknown, { key = team.key, url = '/v2/user/', headers = {} as Record<string, string> } = {}) =>
     app.inject({

@@ -5,10 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
-import { callAs, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { appWithTeam, callAs, type TestTeam } from './helpers.js';
 
 const ROUNDS = 40;
 
@@ -17,15 +17,7 @@ describe('concurrent writes that meet in opposite orders', () => {
   let app: App;
   let team: TestTeam;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithKey(sql);
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  appWithTeam((fixture) => ({ sql, app, team } = fixture));
 
   const call = (method: 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) =>
     callAs(app, team.key, method, url, payload);

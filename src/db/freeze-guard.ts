@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
 import type { Sql } from './client.js';
 import { DATABASE_FROZEN } from './errors.js';
-import { LoopClock } from '../loop-clock.js';
+import { stalledMs } from '../loop-clock.js';
 import { closeProbe, databaseName, openProbe } from './probe.js';
 
 /**
@@ -154,8 +154,6 @@ export class FreezeGuard {
   private readonly probePatienceMs: number;
   private readonly applicationName: string;
   private readonly timer: NodeJS.Timeout;
-  /** How long this process's event loop was stalled: that time is not the database's silence. */
-  private readonly loop = new LoopClock();
   /** Queries sent to the pool and not answered yet, each with the rejection of its caller's promise. */
   private readonly inFlight = new Map<DriverQuery, (err: unknown) => void>();
   /** Transactions under way, each with a function that abandons it. */
@@ -207,7 +205,6 @@ export class FreezeGuard {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    this.loop.close();
     await this.dropProbe();
   }
 
@@ -335,7 +332,7 @@ export class FreezeGuard {
 
   private answered(): void {
     this.lastAnswerAt = now();
-    this.stalledAtLastAnswer = this.loop.stalledMs();
+    this.stalledAtLastAnswer = stalledMs();
   }
 
   /**
@@ -345,7 +342,7 @@ export class FreezeGuard {
    */
   private silenceMs(since: number, stalledAtSince: number): number {
     const [from, stalledAtFrom] = this.lastAnswerAt > since ? [this.lastAnswerAt, this.stalledAtLastAnswer] : [since, stalledAtSince];
-    return now() - from - (this.loop.stalledMs() - stalledAtFrom);
+    return now() - from - (stalledMs() - stalledAtFrom);
   }
 
   /**
@@ -364,7 +361,7 @@ export class FreezeGuard {
       if (!this.probe) this.probeConnections++;
       this.probe ??= openProbe(this.url, Math.ceil(this.probePatienceMs / 1000), this.applicationName);
       const startedAt = now();
-      const stalledAtStart = this.loop.stalledMs();
+      const stalledAtStart = stalledMs();
       let outcome: 'ok' | 'failed' | undefined;
       const answer = this.probe`SELECT 1`.then(() => { outcome = 'ok'; }, () => { outcome = 'failed'; });
       for (;;) {

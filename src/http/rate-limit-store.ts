@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LoopClock, withinLoopTime } from '../loop-clock.js';
+import { withinLoopTime } from '../loop-clock.js';
 
 /** One counted request: how many the key has made in its window, and when that window ends. */
 export interface Hit {
@@ -114,7 +114,6 @@ type StoreLog = { warn(obj: object, msg: string): void; info(obj: object, msg: s
 export class RedisStore {
   private downUntil = 0;
   private usingMemory = false;
-  private readonly loop = new LoopClock();
 
   /**
    * ioredis is loaded here, on first use, not with the module: loading it
@@ -214,7 +213,7 @@ export class RedisStore {
   }
 
   private timed<T>(command: Promise<T>): Promise<T> {
-    return withinLoopTime(this.loop, command, COMMAND_TIMEOUT_MS, () => new Error(`no answer from Redis within ${COMMAND_TIMEOUT_MS} ms`));
+    return withinLoopTime(command, COMMAND_TIMEOUT_MS, () => new Error(`no answer from Redis within ${COMMAND_TIMEOUT_MS} ms`));
   }
 
   private down(err: Error): void {
@@ -225,7 +224,6 @@ export class RedisStore {
   }
 
   async close(): Promise<void> {
-    this.loop.close();
     this.redis.disconnect();
   }
 }
