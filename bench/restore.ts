@@ -14,8 +14,8 @@
  * connections, the team's row and its week counts, into tables of a schema
  * of the benchmark's own (bench_saved); afterwards, in one transaction, the
  * created users and every scheduled deletion of the team are removed, the
- * saved rows are written back, the counters set back, and the result is
- * checked. The rows written back then lie elsewhere in the table than the
+ * saved rows are written back, the team's state recounted from its users
+ * (src/users/team-state.ts), and the result is checked against the saved. The rows written back then lie elsewhere in the table than the
  * import put them; CLUSTER puts the table back in list order (as the import
  * writes it), so that a page reads as many heap pages as before.
  *
@@ -24,6 +24,7 @@
  * the next run imports again.
  */
 import type postgres from 'postgres';
+import { recountTeamState } from '../src/writes/team-state.js';
 
 export interface SavedTeam {
   teamId: string;
@@ -96,15 +97,9 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
     await tx`DELETE FROM users WHERE user_id IN (SELECT user_id FROM bench_saved.users)`;
     await tx`INSERT INTO users SELECT * FROM bench_saved.users`;
     await tx`INSERT INTO user_sources SELECT * FROM bench_saved.user_sources`;
-    await tx`DELETE FROM team_source_weeks WHERE team_id = ${team.teamId}`;
-    await tx`INSERT INTO team_source_weeks SELECT * FROM bench_saved.team_source_weeks`;
-    // Positions 1..users are all held again (the import left none empty: checkAsImported).
-    await tx`DELETE FROM list_holes WHERE team_id = ${team.teamId}`;
-    // A new version, so that any page a running service holds for the team is read again.
-    await tx`
-      UPDATE teams t SET user_count = s.user_count, next_position = s.next_position, list_tree = s.list_tree,
-        connected_sources = s.connected_sources, version = t.version + 1
-      FROM bench_saved.teams s WHERE t.team_id = s.team_id`;
+    // Counts, positions, tree, holes and week counts from the users as they are back (a new version too, so that
+    // any page a running service holds for the team is read again); differences() compares them with the saved.
+    await recountTeamState(tx, [team.teamId]);
   });
   const left = Object.entries(await differences(sql, team)).filter(([, n]) => n !== 0);
   if (left.length > 0) throw new Error(`the biggest team is not back as imported after the writes: ${left.map(([k, n]) => `${k} ${n}`).join(', ')}`);

@@ -5,20 +5,16 @@ import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { importUsers } from '../src/import/import.js';
 import { parsePgTime } from '../src/user-document/pg-time.js';
+import { documentDrifts } from '../src/writes/stored-documents.js';
 import { appWithTeam, generateUsers, lines, teamWithKey, type TestTeam } from './helpers.js';
 
 /** The text PostgreSQL stores for an RFC 3339 date-time, or null where the import refuses it. */
 const pgTimestamp = (value: string) => parsePgTime(value)?.text ?? null;
 
-/** Users whose stored document differs from the one the user_documents() reference function computes. */
-async function mismatches(sql: Sql, teamId: string): Promise<{ user_id: string; stored: string; computed: string }[]> {
-  return [...await sql<{ user_id: string; stored: string; computed: string }[]>`
-    SELECT u.user_id, u.doc AS stored, v.doc AS computed
-    FROM users u JOIN user_documents() v USING (user_id)
-    WHERE u.team_id = ${teamId} AND u.doc IS DISTINCT FROM v.doc`];
-}
+/** Users whose stored document differs from the one their stored columns and connections make. */
+const mismatches = (sql: Sql, teamId: string) => documentDrifts(sql, { teamIds: [teamId] });
 
-describe('stored user documents (users.doc) equal the reference definition', () => {
+describe('stored user documents (users.doc) are the ones their columns and connections make', () => {
   let sql: Sql;
   let app: App;
   let team: TestTeam;

@@ -1,7 +1,7 @@
 /**
  * The import's two ways of writing (src/import/import.ts): the bulk path that
  * rebuilds the users tables and swaps them in, and the merge. Both must give
- * stored rows that equal what the reference definition (user_documents())
+ * stored rows whose documents are the ones their columns make (documentDrifts)
  * computes, in list order; the bulk path must lose nothing written while it
  * runs and must let readers keep reading.
  */
@@ -15,15 +15,13 @@ import { createUser } from '../src/users/create.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
 import { importUsers, type ImportSummary } from '../src/import/import.js';
 import { recountTeams } from '../src/users/recount.js';
+import { documentDrifts } from '../src/writes/stored-documents.js';
 import { generateUsers, lines, rejectsAt, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
 
 /** Everything stored about the given teams that a reader could see, checked against the reference definition. */
 async function problems(sql: Sql, teamIds: string[]): Promise<string[]> {
   const found: string[] = [];
-  const docs = await sql<{ user_id: string }[]>`
-    SELECT u.user_id FROM users u JOIN user_documents() v USING (user_id)
-    WHERE u.team_id = ANY(${teamIds}::uuid[]) AND u.doc IS DISTINCT FROM v.doc`;
-  for (const d of docs) found.push(`document of ${d.user_id} differs from the reference`);
+  for (const d of await documentDrifts(sql, { teamIds })) found.push(`document of ${d.user_id} differs from its columns`);
   const positions = await sql<{ team_id: string; n: number }[]>`
     SELECT team_id, count(*)::int AS n FROM (
       SELECT team_id, position, row_number() OVER (PARTITION BY team_id ORDER BY created_on, user_id) AS rn
@@ -56,16 +54,21 @@ function withFreshIds(records: Record<string, any>[]): { records: Record<string,
   return { records: records.map((r) => ({ ...r, user_id: id(r.user_id), team_id: id(r.team_id) })), original };
 }
 
-/** Waits until a session of this database waits for a lock in a statement that contains `text`. */
-async function waitForLockWait(sql: Sql, text: string): Promise<void> {
-  for (const started = Date.now(); Date.now() - started < 10_000;) {
+/**
+ * Waits until a session of this database waits for a lock in a statement on
+ * teams that contains `text`; fails if `work` settles first (it never waited).
+ */
+async function waitForLockWait(sql: Sql, text: string, work: Promise<unknown>): Promise<void> {
+  let settled = false;
+  work.then(() => { settled = true; }, () => { settled = true; });
+  for (;;) {
     const [w] = await sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM pg_stat_activity
       WHERE datname = current_database() AND wait_event_type = 'Lock' AND strpos(query, ${text}) > 0 AND strpos(query, 'teams') > 0`;
     if (w!.n > 0) return;
+    if (settled) throw new Error(`the work ended without waiting for a lock in a statement with "${text}"`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  throw new Error(`no session waited for a lock in a statement with "${text}" within 10 s`);
 }
 
 describe('import: bulk load and merge', () => {
@@ -183,7 +186,8 @@ describe('import: bulk load and merge', () => {
       await create`SELECT 1 FROM teams WHERE team_id = ${theirs.teamId} FOR UPDATE`;
       importing = importUsers(sql, lines(mine));
       importing.catch(() => {});
-      await waitForLockWait(sql, 'source_id = ANY');
+      // The rename's lock of the teams of the source's users (src/writes/team-state.ts lockTeams).
+      await waitForLockWait(sql, 'ORDER BY team_id FOR UPDATE', importing);
       // ...then, for a user that does not sort last, the positions of the team's users (queries.ts renumberTeams).
       await create`UPDATE users SET position = position WHERE user_id = ${stored.user_id}`;
     });

@@ -14,6 +14,8 @@ export const LAYERS = [
   ['app.ts'],
   // The resources: the user resource and the bulk import/export engine.
   ['users', 'import'],
+  // Every write to a team's users: the team's derived state, the stored user's columns.
+  ['writes'],
   // HTTP plumbing: errors to the wire, logging, limits, OpenAPI, probes, metrics.
   ['http'],
   ['auth', 'teams'],

@@ -45,16 +45,6 @@ export interface EncodedBatch {
 /** user_id field (20 bytes), source index (uint16), created_on field (12 bytes). */
 export const LINK_RECORD_BYTES = 20 + 2 + 12;
 
-/**
- * The columns of a spooled user, in the order they are written: every users
- * column but `position` (known only once the whole file is read).
- */
-export const USER_COLUMNS = [
-  'user_id', 'team_id', 'client_user_id', 'created_on',
-  'fallback_time_zone', 'fallback_time_zone_source', 'fallback_time_zone_updated_at',
-  'fallback_birth_date', 'fallback_birth_date_source', 'fallback_birth_date_updated_at',
-  'ingestion_start', 'ingestion_end', 'doc',
-] as const;
 
 /**
  * A spool file of one thread (each encoding thread appends to its own), and

@@ -2,8 +2,10 @@ import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { buildShadowIndexes, createShadow, planRebuild, swapInShadow, type RebuildPlan } from '../db/table-rebuild.js';
-import { linkCounts, linkTuples, rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './context.js';
+import { linkCounts, linkTuples, type ImportContext, type ImportSummary } from './context.js';
 import { USER_COLUMNS, type ImportSpool, type SortKeys } from './spool.js';
+import { teamsLoaded } from '../writes/team-state.js';
+import { rebuildDocumentsOfSources } from '../writes/stored-documents.js';
 
 /** Below this many users a merge is quick anyway, and nothing is worth rebuilding the tables for. */
 const BULK_MIN_USERS = 10_000;
@@ -47,23 +49,13 @@ export async function bulkImport(tx: Tx, ctx: ImportContext, o: { onlyWhenWorthI
   if ('impossible' in links) return links;
 
   // Documents of stored users that a renamed source changes: rewritten in place first, so that they are copied as they must be.
-  await rebuildRenamedDocuments(tx, ctx.renamedSourceIds);
+  await rebuildDocumentsOfSources(tx, ctx.renamedSourceIds);
   try {
     return await tx.savepoint(async (sp) => {
       const perTeam = await load(sp, ctx, keys, users, links);
-      // The teams' users hold positions 1..n: no holes, a dense tree (migrations/005); their links counted while encoding.
+      // The teams' users hold positions 1..n; their links were counted while encoding.
       const counted = linkCounts(spool);
-      await sp`
-        UPDATE teams t SET user_count = c.n, version = t.version + 1,
-          next_position = c.n + 1, list_tree = list_tree_dense(c.n), connected_sources = c.links
-        FROM unnest(${ctx.spool.teamIds}::uuid[], ${perTeam}::int[], ${counted.perTeam}::int[]) AS c(team_id, n, links)
-        WHERE t.team_id = c.team_id`;
-      // Positions of users purged before this import are taken again: no holes are left.
-      await sp`DELETE FROM list_holes WHERE team_id = ANY(${ctx.spool.teamIds}::uuid[])`;
-      await sp`
-        INSERT INTO team_source_weeks (team_id, week, connections)
-        SELECT * FROM unnest(${counted.weeks.teamIds}::uuid[], ${counted.weeks.weeks}::date[], ${counted.weeks.counts}::int[])
-        ON CONFLICT (team_id, week) DO UPDATE SET connections = excluded.connections`;
+      await teamsLoaded(sp, { teamIds: spool.teamIds, users: perTeam, connections: counted.perTeam, weeks: counted.weeks });
       return {
         lines: spool.users, teams: ctx.newTeams, inserted: spool.users, updated: 0,
         sourceLinksChanged: spool.links, method: 'bulk',

@@ -2,6 +2,8 @@ import type { Tx } from '../db/client.js';
 import { copyTuples } from '../db/copy-binary.js';
 import type { ImportSpool } from './spool.js';
 import { pgDayText } from '../user-document/pg-time.js';
+import { createMissingTeams } from '../teams/team-store.js';
+import { lockTeams } from '../writes/team-state.js';
 
 export interface ImportSummary {
   lines: number;
@@ -32,13 +34,9 @@ export interface ImportContext {
 
 /** Teams and sources of the file: created or updated, and the teams locked. */
 export async function prepareImport(tx: Tx, spool: ImportSpool): Promise<ImportContext> {
-  const created = await tx`
-    INSERT INTO teams (team_id, name)
-    SELECT team_id, 'Imported team' FROM unnest(${spool.teamIds}::uuid[]) AS t(team_id)
-    ON CONFLICT (team_id) DO NOTHING RETURNING team_id`;
+  const newTeams = await createMissingTeams(tx, spool.teamIds, 'Imported team');
   // Creates in these teams wait for us: their users and positions are about to be written.
-  const locked = await tx<{ team_id: string }[]>`
-    SELECT team_id FROM teams WHERE team_id = ANY(${spool.teamIds}::uuid[]) ORDER BY team_id FOR UPDATE`;
+  const teamIds = await lockTeams(tx, spool.teamIds);
 
   // The file's description of a source replaces the catalogue's; stored users of a changed source get new documents.
   const sources = spool.sourceList;
@@ -53,40 +51,11 @@ export async function prepareImport(tx: Tx, spool: ImportSpool): Promise<ImportC
   const idBySlug = new Map(ids.map((r) => [r.slug, r.source_id]));
   return {
     spool,
-    teamIds: locked.map((t) => t.team_id),
-    newTeams: created.length,
+    teamIds,
+    newTeams,
     sourceIds: sources.map((s) => idBySlug.get(s.slug)!),
     renamedSourceIds: changed.filter((s) => s.existed).map((s) => s.source_id),
   };
-}
-
-/**
- * Stored users linked to a renamed source get their documents rebuilt (from
- * the reference definition, user_documents()). They may be in teams the file
- * does not name: their teams' versions move too (migrations/003).
- *
- * Those teams are locked first, as a create locks its team before it touches
- * any user row. Updating their users first would hold user rows while waiting
- * for the team: a create that renumbers its team (a user that does not sort
- * last) then waits for those rows while holding the team, a deadlock that
- * PostgreSQL ends by failing one of the two. Imports never wait for each other
- * here: they run one at a time (the advisory lock in import.ts).
- */
-export async function rebuildRenamedDocuments(tx: Tx, renamedSourceIds: number[]): Promise<void> {
-  if (renamedSourceIds.length === 0) return;
-  await tx`
-    SELECT 1 FROM teams WHERE team_id IN (
-      SELECT u.team_id FROM users u JOIN user_sources us USING (user_id) WHERE us.source_id = ANY(${renamedSourceIds}::int[]))
-    ORDER BY team_id FOR UPDATE`;
-  await tx`
-    WITH changed AS (
-      UPDATE users u SET doc = v.doc
-      FROM user_documents() v
-      WHERE v.user_id = u.user_id
-        AND u.user_id IN (SELECT user_id FROM user_sources WHERE source_id = ANY(${renamedSourceIds}::int[]))
-        AND u.doc <> v.doc
-      RETURNING u.team_id)
-    UPDATE teams SET version = version + 1 WHERE team_id IN (SELECT team_id FROM changed)`;
 }
 
 /** The spooled links as COPY tuples (user_id, source_id, created_on), in file order. */

@@ -1,8 +1,11 @@
 import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { ImportError } from './line.js';
-import { linkTuples, rebuildRenamedDocuments, type ImportContext, type ImportSummary } from './context.js';
-import { USER_COLUMNS, type ImportSpool } from './spool.js';
+import { linkTuples, type ImportContext, type ImportSummary } from './context.js';
+import type { ImportSpool } from './spool.js';
+import { columnList, USER_COLUMNS } from '../writes/user-columns.js';
+import { connectionsChanged, recountTeamState, usersAppended } from '../writes/team-state.js';
+import { rebuildDocumentsOfSources } from '../writes/stored-documents.js';
 
 /**
  * The merge path: the spooled users and links are copied into temporary
@@ -11,8 +14,8 @@ import { USER_COLUMNS, type ImportSpool } from './spool.js';
  * (migrations/005): a team whose file users are all new and all sort after
  * its stored ones (the usual daily import) gets them appended at its next
  * positions, and no stored row moves; any other team is ranked anew, its
- * users scheduled for deletion included. The teams' counts, trees and
- * connections by week follow.
+ * users scheduled for deletion included. The teams' state follows
+ * (src/writes/team-state.ts).
  */
 export async function mergeImport(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
   await stage(tx, ctx);
@@ -20,32 +23,21 @@ export async function mergeImport(tx: Tx, ctx: ImportContext): Promise<ImportSum
   return merge(tx, ctx);
 }
 
-/** The connections of live users by team and week (migrations/005): what the file's users had before, and have now. */
-async function countLinkChanges(tx: Tx): Promise<void> {
-  await tx`
-    WITH delta AS (
-      SELECT team_id, source_week(created_on) AS week, sum(n)::int AS n FROM (
-        SELECT i.team_id, s.created_on, 1 AS n FROM import_sources s JOIN import_users i USING (user_id)
-        UNION ALL
-        SELECT team_id, created_on, -1 FROM import_old_links
-      ) x GROUP BY 1, 2 HAVING sum(n) <> 0
-    ), weeks AS (
-      INSERT INTO team_source_weeks AS w (team_id, week, connections) SELECT team_id, week, n FROM delta
-      ON CONFLICT (team_id, week) DO UPDATE SET connections = w.connections + excluded.connections
-    )
-    UPDATE teams t SET connected_sources = t.connected_sources + d.n
-    FROM (SELECT team_id, sum(n) AS n FROM delta GROUP BY 1) d WHERE t.team_id = d.team_id`;
+/** The connections of live users by team and week: what the file's users had before, and have now. */
+function countLinkChanges(tx: Tx): Promise<void> {
+  return connectionsChanged(tx, tx`
+    SELECT team_id, source_week(created_on) AS week, sum(n)::int AS n FROM (
+      SELECT i.team_id, s.created_on, 1 AS n FROM import_sources s JOIN import_users i USING (user_id)
+      UNION ALL
+      SELECT team_id, created_on, -1 FROM import_old_links
+    ) x GROUP BY 1, 2 HAVING sum(n) <> 0`);
 }
 
 async function stage(tx: Tx, ctx: ImportContext): Promise<void> {
+  // The file's users with their line, in the spool's field order (USER_COLUMNS), typed as the users table.
   await tx`
-    CREATE TEMP TABLE import_users (
-      line int NOT NULL, user_id uuid NOT NULL, team_id uuid NOT NULL, client_user_id text COLLATE "C" NOT NULL,
-      created_on timestamptz NOT NULL,
-      tz text, tz_source text, tz_updated_at timestamptz,
-      bd date, bd_source text, bd_updated_at timestamptz,
-      ingestion_start date, ingestion_end date, doc text NOT NULL
-    ) ON COMMIT DROP`;
+    CREATE TEMP TABLE import_users ON COMMIT DROP AS
+    SELECT 0 AS line, ${columnList(tx, USER_COLUMNS)} FROM users WITH NO DATA`;
   await writeCopy(await tx`COPY import_users FROM STDIN (FORMAT binary)`.writable(), stagedUsers(ctx.spool));
   await tx`
     CREATE TEMP TABLE import_sources (user_id uuid NOT NULL, source_id int NOT NULL, created_on timestamptz NOT NULL)
@@ -93,6 +85,9 @@ async function checkStaged(tx: Tx): Promise<void> {
     WHERE NOT EXISTS (SELECT 1 FROM import_users o WHERE o.user_id = u.user_id)
     ORDER BY i.line LIMIT 1`);
 }
+
+/** What the merge may change in a stored user: all but its id and team. */
+const CHANGEABLE = [...USER_COLUMNS.filter((c) => c !== 'user_id' && c !== 'team_id'), 'position'];
 
 async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
   const { teamIds } = ctx;
@@ -156,31 +151,14 @@ async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
 
   const [written] = await tx<{ inserted: number; updated: number; teams: string[] }[]>`
     WITH w AS (
-    INSERT INTO users AS u (
-      user_id, team_id, client_user_id, created_on, position,
-      fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-      fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-      ingestion_start, ingestion_end, doc)
-    SELECT i.user_id, i.team_id, i.client_user_id, i.created_on, r.position,
-      i.tz, i.tz_source, i.tz_updated_at, i.bd, i.bd_source, i.bd_updated_at, i.ingestion_start, i.ingestion_end, i.doc
+    INSERT INTO users AS u (${columnList(tx, USER_COLUMNS)}, position)
+    SELECT ${columnList(tx, USER_COLUMNS, 'i')}, r.position
     FROM import_users i JOIN import_ranked r USING (user_id)
     -- In index order: appends to the (team_id, position) index instead of random inserts.
     ORDER BY i.team_id, r.position
-    ON CONFLICT (user_id) DO UPDATE SET
-      client_user_id = excluded.client_user_id, created_on = excluded.created_on, position = excluded.position,
-      fallback_time_zone = excluded.fallback_time_zone, fallback_time_zone_source = excluded.fallback_time_zone_source,
-      fallback_time_zone_updated_at = excluded.fallback_time_zone_updated_at,
-      fallback_birth_date = excluded.fallback_birth_date, fallback_birth_date_source = excluded.fallback_birth_date_source,
-      fallback_birth_date_updated_at = excluded.fallback_birth_date_updated_at,
-      ingestion_start = excluded.ingestion_start, ingestion_end = excluded.ingestion_end, doc = excluded.doc
-    WHERE (u.doc, u.client_user_id, u.created_on, u.position, u.fallback_time_zone, u.fallback_time_zone_source,
-           u.fallback_time_zone_updated_at, u.fallback_birth_date, u.fallback_birth_date_source,
-           u.fallback_birth_date_updated_at, u.ingestion_start, u.ingestion_end)
-      IS DISTINCT FROM
-          (excluded.doc, excluded.client_user_id, excluded.created_on, excluded.position, excluded.fallback_time_zone,
-           excluded.fallback_time_zone_source, excluded.fallback_time_zone_updated_at, excluded.fallback_birth_date,
-           excluded.fallback_birth_date_source, excluded.fallback_birth_date_updated_at, excluded.ingestion_start,
-           excluded.ingestion_end)
+    -- A stored user is written again only where the file changes it; its id and team stay.
+    ON CONFLICT (user_id) DO UPDATE SET (${columnList(tx, CHANGEABLE)}) = ROW(${columnList(tx, CHANGEABLE, 'excluded')})
+    WHERE (${columnList(tx, CHANGEABLE, 'u')}) IS DISTINCT FROM (${columnList(tx, CHANGEABLE, 'excluded')})
     RETURNING u.team_id, (xmax = 0) AS inserted),
     -- Grouped first: a DISTINCT over every written row would sort them all.
     per_team AS (SELECT team_id, inserted, count(*) AS n FROM w GROUP BY team_id, inserted),
@@ -217,26 +195,21 @@ async function merge(tx: Tx, ctx: ImportContext): Promise<ImportSummary> {
     ON CONFLICT (user_id, source_id) DO UPDATE SET created_on = excluded.created_on
     WHERE us.created_on <> excluded.created_on`;
 
-  await rebuildRenamedDocuments(tx, ctx.renamedSourceIds);
+  await rebuildDocumentsOfSources(tx, ctx.renamedSourceIds);
 
   await countLinkChanges(tx);
 
   // Fresh statistics, so that the first reads after a large import get index plans.
   await tx`ANALYZE users, user_sources, sources`;
-  // A team whose users changed gets a new version (migrations/003), its users counted and its positions'
-  // tree and next one moved (migrations/005); a file that changes nothing writes nothing.
-  await tx`
-    UPDATE teams t SET
-      user_count = t.user_count + coalesce(a.n, 0),
-      version = t.version + 1,
-      next_position = CASE WHEN m.appends THEN t.next_position + coalesce(a.n, 0)
-                           ELSE (SELECT count(*) + 1 FROM import_ranked r WHERE r.team_id = t.team_id) END,
-      list_tree = CASE WHEN m.appends THEN list_add_range(t.list_tree, t.next_position, coalesce(a.n, 0)::int)
-                       ELSE list_tree_of(t.team_id) END
+  // Teams that kept their positions got users appended (or none); the others were ranked anew: recounted.
+  // A file that changes nothing writes nothing.
+  const teams = await tx<{ team_id: string; appends: boolean; added: number }[]>`
+    SELECT m.team_id, m.appends, coalesce(a.n, 0) AS added
     FROM import_teams m LEFT JOIN (SELECT team_id, sum(n)::int AS n FROM import_added GROUP BY 1) a USING (team_id)
-    WHERE t.team_id = m.team_id AND (coalesce(a.n, 0) > 0 OR t.team_id = ANY(${changedTeams}::uuid[]))`;
-  // Appended users leave the holes as they were; renumbered teams get theirs counted again (migrations/008).
-  await tx`SELECT list_holes_rebuild(team_id) FROM import_teams WHERE NOT appends`;
+    WHERE coalesce(a.n, 0) > 0 OR m.team_id = ANY(${changedTeams}::uuid[]) OR NOT m.appends`;
+  const appended = teams.filter((t) => t.appends);
+  await usersAppended(tx, { teamIds: appended.map((t) => t.team_id), added: appended.map((t) => t.added) });
+  await recountTeamState(tx, teams.filter((t) => !t.appends).map((t) => t.team_id));
 
   return {
     lines: ctx.spool.users,

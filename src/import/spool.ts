@@ -5,7 +5,8 @@ import { ImportError } from './line.js';
 import { LINK_RECORD_BYTES, listOrderComparator, teamRanks, type EncodedBatch } from './batch.js';
 import type { SourceRef } from '../user-document/document.js';
 
-export { LINK_RECORD_BYTES, USER_COLUMNS } from './batch.js';
+export { LINK_RECORD_BYTES } from './batch.js';
+export { USER_COLUMNS } from '../writes/user-columns.js';
 
 /**
  * Beyond this many users the sort keys of the bulk path (32 bytes per user)

@@ -1,8 +1,8 @@
 /**
  * The API's User object as JSON text, built once when a user is written and
- * stored in users.doc, so that reads send stored bytes. The reference
- * definition is the SQL function `user_documents()` (migrations/004_bulk_load.sql);
- * test/documents.test.ts checks that both produce identical text.
+ * stored in users.doc, so that reads send stored bytes. The one builder of
+ * it: writers build from what they write, src/writes/stored-documents.ts
+ * from what is stored (a renamed source, `hds check`).
  */
 
 import { setNewest } from '../bounded-map.js';

@@ -5,6 +5,7 @@ import { isUniqueViolation } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
 import { onePerPool } from '../db/pending-batch.js';
 import { retryingDeadlocks } from './retry.js';
+import { renumberTeam, teamChange } from '../writes/team-state.js';
 
 export interface NewUser {
   client_user_id: string;
@@ -55,7 +56,7 @@ const createsOf = (sql: Sql) =>
  * the team (or by an earlier create of the same batch) writes nothing.
  * In the usual case one statement per batch: the batch sorts last (its
  * time is the latest), takes the team's next positions in user_id order,
- * and the team's counters and tree (migrations/005) move with it.
+ * and the team's state follows (team-state.ts).
  */
 export async function createUser(sql: Sql, teamId: string, input: NewUser): Promise<CreateResult> {
   const userId = randomUUID();
@@ -69,10 +70,7 @@ export async function createUser(sql: Sql, teamId: string, input: NewUser): Prom
       // Only when the clock went back, or an import brought users from the future: inserted, then the team renumbered.
       const doc = await retryingDeadlocks(() => sql.begin(async (tx) => {
         const [forced] = await insertUsers(tx, teamId, [asked], true);
-        if (forced?.doc) {
-          await tx`SELECT renumber_team(${teamId})`;
-          await tx`SELECT list_holes_rebuild(${teamId})`;
-        }
+        if (forced?.doc) await renumberTeam(tx, teamId);
         return forced?.doc;
       }));
       if (doc) return { created: true, user_id: userId, doc };
@@ -159,11 +157,7 @@ function insertUsers(sql: Queryable, teamId: string, asked: Asked[], anyOrder: b
         replace(p.template, chr(1), to_json(p.at) #>> '{}')
       FROM placed p WHERE (SELECT in_order FROM ordered)
       RETURNING user_id, doc
-    ), counted AS (
-      UPDATE teams t SET user_count = t.user_count + c.n, version = t.version + 1,
-        next_position = t.next_position + c.n, list_tree = list_add_range(t.list_tree, t.next_position, c.n)
-      FROM (SELECT count(*)::int AS n FROM created) c WHERE t.team_id = ${teamId} AND c.n > 0
-    )
+    ), ${teamChange(sql, teamId, { appended: 'created' })}
     SELECT c.doc, (SELECT in_order FROM ordered) AS in_order
     FROM asked a LEFT JOIN created c USING (user_id)
     ORDER BY a.ord`;

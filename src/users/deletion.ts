@@ -1,56 +1,36 @@
 import type { Sql } from '../db/client.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { retryingDeadlocks } from './retry.js';
+import { teamChange } from '../writes/team-state.js';
+import { columnList, USER_FIELDS } from '../writes/user-columns.js';
 
 /**
  * Deletion in two steps. DELETE moves the user out of `users` into
  * `deleted_users` at once (out of the list and the total, its
  * client_user_id free, its connections removed); undo_delete moves it back
  * within the grace period; the purge deletes it for good after it
- * (migrations/005). Each step is one statement: the team row is updated in
- * it (counts, version, the tree of live users) beside the bucket's holes
- * (migrations/008), which serialises the team's writes only for as long as
- * the statement and its commit take.
+ * (migrations/005). Delete and undo are one statement each, which ends with
+ * the team's state (team-state.ts): the team's writes are serialised only
+ * for as long as the statement and its commit take. The purge changes no
+ * team state.
  */
 
 /**
  * Schedules the team's user for deletion; false when the team has no such
- * live user. The team's counts, version and tree follow, its position joins
- * its bucket's holes (migrations/008), and the week counts of the
- * connections removed follow.
+ * live user. Its connections go with it; the team's state follows.
  */
 export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId: string): Promise<boolean> {
+  const fields = columnList(sql, USER_FIELDS);
   const rows = await retryingDeadlocks(() => sql`
     WITH moved AS (
       DELETE FROM users WHERE team_id = ${teamId} AND user_id = ${userId}
       RETURNING *
     ), kept AS (
-      INSERT INTO deleted_users (
-        user_id, team_id, client_user_id, created_on, position,
-        fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-        fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-        ingestion_start, ingestion_end, doc, deleted_at, deleted_by_key)
-      SELECT user_id, team_id, client_user_id, created_on, position,
-        fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-        fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-        ingestion_start, ingestion_end, doc_without_sources(doc), now(), ${keyId}
-      FROM moved
+      INSERT INTO deleted_users (${fields}, position, doc, deleted_at, deleted_by_key)
+      SELECT ${fields}, position, doc_without_sources(doc), now(), ${keyId} FROM moved
     ), links AS (
       DELETE FROM user_sources us USING moved m WHERE us.user_id = m.user_id RETURNING us.created_on
-    ), weeks AS (
-      UPDATE team_source_weeks w SET connections = w.connections - c.n
-      FROM (SELECT source_week(created_on) AS week, count(*)::int AS n FROM links GROUP BY 1) c
-      WHERE w.team_id = ${teamId} AND w.week = c.week
-    ), counted AS (
-      UPDATE teams t SET user_count = t.user_count - 1, version = t.version + 1,
-        list_tree = list_add(t.list_tree, m.position, -1),
-        connected_sources = t.connected_sources - (SELECT count(*) FROM links)
-      FROM moved m WHERE t.team_id = m.team_id
-    ), holed AS (
-      INSERT INTO list_holes AS h (team_id, bucket, holes)
-      SELECT team_id, list_bucket_of(position), ARRAY[list_offset_of(position)] FROM moved
-      ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
-    )
+    ), ${teamChange(sql, teamId, { left: 'moved', unlinked: 'links' })}
     SELECT user_id FROM moved`);
   return rows.length === 1;
 }
@@ -69,6 +49,7 @@ export type UndoResult = { restored: string } | 'none' | 'conflict';
 export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): Promise<UndoResult> {
   const userId = 'user_id' in target ? target.user_id : null;
   const clientUserId = 'client_user_id' in target ? target.client_user_id : null;
+  const fields = columnList(sql, USER_FIELDS);
   try {
     const rows = await retryingDeadlocks(() => sql<{ user_id: string }[]>`
       WITH target AS (
@@ -79,25 +60,10 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
         DELETE FROM deleted_users d USING target WHERE d.user_id = target.user_id
         RETURNING d.*
       ), back AS (
-        INSERT INTO users (
-          user_id, team_id, client_user_id, created_on, position,
-          fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-          fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-          ingestion_start, ingestion_end, doc)
-        SELECT user_id, team_id, client_user_id, created_on, position,
-          fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-          fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-          ingestion_start, ingestion_end, doc
-        FROM restored
-        RETURNING user_id, team_id, position
-      ), counted AS (
-        UPDATE teams t SET user_count = t.user_count + 1, version = t.version + 1,
-          list_tree = list_add(t.list_tree, b.position, 1)
-        FROM back b WHERE t.team_id = b.team_id
-      ), filled AS (
-        UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(b.position))
-        FROM back b WHERE h.team_id = b.team_id AND h.bucket = list_bucket_of(b.position)
-      )
+        INSERT INTO users (${fields}, position, doc)
+        SELECT ${fields}, position, doc FROM restored
+        RETURNING user_id, position
+      ), ${teamChange(sql, teamId, { returned: 'back' })}
       SELECT user_id FROM back`);
     return rows.length === 1 ? { restored: rows[0]!.user_id } : 'none';
   } catch (err) {

@@ -4,6 +4,7 @@ import type { ValidationItem } from '../errors/catalogue.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { parseUserDocument, userDocument, type UserDocInput } from '../user-document/document.js';
 import { retryingDeadlocks } from './retry.js';
+import { teamChange } from '../writes/team-state.js';
 import { parsePgTime } from '../user-document/pg-time.js';
 import { notAnObject, toValidationItems } from '../validation/items.js';
 
@@ -65,7 +66,7 @@ export type PatchResult = 'patched' | 'missing' | 'conflict' | { invalid: Valida
  * unique index ('conflict'). A value is stored as set by `manual` now.
  *
  * The row is read, then written only if it is still the version read (its
- * xmin), in one statement that also moves the team's version: the team's
+ * xmin), in one statement that also keeps the team's state: the team's
  * row, which every write of the team updates, is locked only for that
  * statement and its commit, not for a transaction of several round trips.
  * A row changed in between is read again.
@@ -117,10 +118,8 @@ async function writePatched(sql: Sql, teamId: string, userId: string, version: s
         ingestion_start = ${user.ingestion_start}, ingestion_end = ${user.ingestion_end},
         doc = ${userDocument(user)}
       WHERE team_id = ${teamId} AND user_id = ${userId} AND xmin = ${version}::xid
-      RETURNING team_id
-    )
-    -- The team's version moves with it: its cached list pages are stale now (migrations/003).
-    UPDATE teams SET version = version + 1 WHERE team_id = (SELECT team_id FROM changed)
-    RETURNING 1`);
+      RETURNING user_id
+    ), ${teamChange(sql, teamId, { changed: 'changed' })}
+    SELECT 1 FROM changed`);
   return written.length === 1;
 }

@@ -1,6 +1,7 @@
 import type { Sql } from '../db/client.js';
 import { parseUserDocument, userDocument } from '../user-document/document.js';
 import { retryingDeadlocks } from './retry.js';
+import { teamChange } from '../writes/team-state.js';
 
 /**
  * Source slugs the upstream's SDK names (its Providers enum). A slug in
@@ -40,7 +41,7 @@ export type DeregisterResult = 'removed' | 'missing' | 'not_connected';
 /**
  * Removes the connection of the team's user to the source `slug`, with the
  * user's row locked: its document is built again without it, and the team's
- * version and counts follow.
+ * state follows.
  */
 export async function deregisterProvider(sql: Sql, teamId: string, userId: string, slug: string): Promise<DeregisterResult> {
   return retryingDeadlocks(() => sql.begin(async (tx) => {
@@ -54,14 +55,11 @@ export async function deregisterProvider(sql: Sql, teamId: string, userId: strin
         DELETE FROM user_sources us USING sources s
         WHERE us.user_id = ${userId} AND s.source_id = us.source_id AND s.slug = ${slug}
         RETURNING us.created_on
-      ), weeks AS (
-        UPDATE team_source_weeks w SET connections = w.connections - 1
-        FROM gone g WHERE w.team_id = ${teamId} AND w.week = source_week(g.created_on)
       ), doc AS (
-        UPDATE users SET doc = ${userDocument({ ...user, connected_sources: kept })} WHERE user_id = ${userId}
-      )
-      UPDATE teams SET version = version + 1, connected_sources = connected_sources - (SELECT count(*) FROM gone)
-      WHERE team_id = ${teamId}`;
+        UPDATE users SET doc = ${userDocument({ ...user, connected_sources: kept })} WHERE team_id = ${teamId} AND user_id = ${userId}
+        RETURNING user_id
+      ), ${teamChange(tx, teamId, { unlinked: 'gone', changed: 'doc' })}
+      SELECT 1`;
     return 'removed';
   }));
 }

@@ -1,4 +1,5 @@
 import type { Sql, Tx } from '../db/client.js';
+import { documentDrifts } from '../writes/stored-documents.js';
 
 /** One way a team's kept state differs from a recount of its users. */
 export interface TeamDrift {
@@ -21,7 +22,8 @@ export interface TeamDrift {
  * - `teams.next_position`: past every position held, live or scheduled;
  * - positions: distinct, and in list order (created_on, user_id);
  * - `teams.list_tree`: the live users of each bucket of positions;
- * - `list_holes`: the positions below next_position no live user holds.
+ * - `list_holes`: the positions below next_position no live user holds;
+ * - `users.doc`: the document the user's columns and connections make.
  *
  * Every write must leave these right in its own transaction; `hds check`
  * runs this, and the tests and the bench call it after their writes.
@@ -31,7 +33,7 @@ export async function recountTeams(sql: Sql, teamIds?: string[]): Promise<{ team
     await tx`SET LOCAL statement_timeout = 0`;
     const only = teamIds ?? null;
     const { teams, drifts } = await counters(tx, only);
-    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only)] };
+    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only), ...await documents(tx, only)] };
   });
 }
 
@@ -117,8 +119,22 @@ async function tree(tx: Tx, only: Only): Promise<TeamDrift[]> {
 
 async function holes(tx: Tx, only: Only): Promise<TeamDrift[]> {
   const rows = await tx<{ team_id: string; buckets: string }[]>`
-    SELECT team_id, list_holes_miscounted(team_id)::text AS buckets
-    FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])`;
-  return rows.filter((r) => r.buckets !== '0')
-    .map((r) => ({ team_id: r.team_id, what: 'list_holes buckets miscounted', kept: r.buckets, counted: '0' }));
+    WITH t AS (SELECT team_id FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])),
+    counted AS (SELECT t.team_id, h.bucket, h.holes FROM t CROSS JOIN LATERAL list_holes_of(t.team_id) h),
+    kept AS (SELECT team_id, bucket, holes FROM list_holes WHERE holes <> '{}' AND team_id IN (SELECT team_id FROM t))
+    SELECT team_id, count(*)::text AS buckets
+    FROM kept k FULL JOIN counted c USING (team_id, bucket)
+    WHERE k.holes IS DISTINCT FROM c.holes
+    GROUP BY team_id`;
+  return rows.map((r) => ({ team_id: r.team_id, what: 'list_holes buckets miscounted', kept: r.buckets, counted: '0' }));
+}
+
+async function documents(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  const drifts = await documentDrifts(tx, only ? { teamIds: only } : {});
+  const perTeam = new Map<string, string[]>();
+  for (const d of drifts) perTeam.set(d.team_id, [...(perTeam.get(d.team_id) ?? []), d.user_id]);
+  return [...perTeam].map(([team_id, users]) => ({
+    team_id, what: `stored documents that differ from their columns (users ${users.slice(0, 3).join(', ')}${users.length > 3 ? ', …' : ''})`,
+    kept: String(users.length), counted: '0',
+  }));
 }

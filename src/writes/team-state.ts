@@ -1,0 +1,211 @@
+import type { PendingQuery, Row } from 'postgres';
+import type { Queryable, Tx } from '../db/client.js';
+
+/**
+ * The one owner of a team's derived state: what is kept about a team's
+ * users so that reads need not count them (docs/schema.md):
+ *
+ * - `teams.version`, raised by every change of the team's users, so that
+ *   cached pages and metrics are answered again;
+ * - `teams.user_count`, `teams.connected_sources` and `team_source_weeks`;
+ * - the positions: `teams.next_position`, the tree of live users per
+ *   bucket (`teams.list_tree`) and the holes per bucket (`list_holes`).
+ *
+ * Every write to a team's users says here what it changed, in its own
+ * transaction; nothing else writes these (the `teams` row itself is created
+ * and deleted in src/teams/team-store.ts). `hds check` (recount.ts) recounts
+ * all of it from the users. A purge changes none of it: the purged user was
+ * out of the counts since its deletion, and its position stays a hole.
+ *
+ * Two forms. `teamChange` gives the common-table expressions that a
+ * single-statement write (create, patch, delete, undo, disconnect) ends
+ * with, so that the team's row is locked only for that statement and its
+ * commit. The functions after it are whole statements, for writes made of
+ * several (the import, a renumbering, the bench's restore).
+ */
+
+/**
+ * What one statement changed in one team, each as the name of a relation
+ * (a common-table expression) of that statement.
+ */
+export interface UsersChanged {
+  /** Users placed at the team's next positions, one row each (in position order). */
+  appended?: string;
+  /** The user that left the list (a deletion): at most one row, with its `position`. */
+  left?: string;
+  /** The user back in the list at its old position (an undo): at most one row, with its `position`. */
+  returned?: string;
+  /** Connections removed from the team's live users: one row each, with its `created_on`. */
+  unlinked?: string;
+  /** Any row: the team's users changed otherwise (a stored document); only the version moves. */
+  changed?: string;
+}
+
+type Fragment = PendingQuery<Row[]>;
+
+/**
+ * The common-table expressions that keep the team's state after the
+ * statement's own, which name the relations of `change`: `WITH …, ${teamChange(…)} SELECT …`.
+ * The team's row is written only when one of them has a row.
+ */
+export function teamChange(sql: Queryable, teamId: string, change: UsersChanged): Fragment {
+  const count = (relation: string | undefined) => (relation ? sql`(SELECT count(*)::int FROM ${sql(relation)})` : sql`0`);
+  const position = (relation: string | undefined) => (relation ? sql`(SELECT max(position) FROM ${sql(relation)})` : sql`NULL::bigint`);
+  const any = change.changed ? sql`EXISTS (SELECT 1 FROM ${sql(change.changed)})` : sql`false`;
+  const parts: Fragment[] = [sql`
+    team_delta AS (
+      SELECT ${count(change.appended)} AS appended, ${position(change.left)} AS left_at,
+        ${position(change.returned)} AS returned_at, ${count(change.unlinked)} AS unlinked, ${any} AS changed
+    )`];
+  if (change.unlinked) {
+    parts.push(sql`
+    team_weeks AS (
+      UPDATE team_source_weeks w SET connections = w.connections - c.n
+      FROM (SELECT source_week(created_on) AS week, count(*)::int AS n FROM ${sql(change.unlinked)} GROUP BY 1) c
+      WHERE w.team_id = ${teamId} AND w.week = c.week
+    )`);
+  }
+  if (change.left) {
+    parts.push(sql`
+    team_holes_opened AS (
+      INSERT INTO list_holes AS h (team_id, bucket, holes)
+      SELECT ${teamId}, list_bucket_of(d.left_at), ARRAY[list_offset_of(d.left_at)] FROM team_delta d WHERE d.left_at IS NOT NULL
+      ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
+    )`);
+  }
+  if (change.returned) {
+    parts.push(sql`
+    team_holes_filled AS (
+      UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(d.returned_at))
+      FROM team_delta d WHERE h.team_id = ${teamId} AND h.bucket = list_bucket_of(d.returned_at)
+    )`);
+  }
+  parts.push(sql`
+    team_row AS (
+      UPDATE teams t SET
+        version = t.version + 1,
+        user_count = t.user_count + d.appended - (d.left_at IS NOT NULL)::int + (d.returned_at IS NOT NULL)::int,
+        next_position = t.next_position + d.appended,
+        list_tree = CASE
+          WHEN d.left_at IS NOT NULL THEN list_add(t.list_tree, d.left_at, -1)
+          WHEN d.returned_at IS NOT NULL THEN list_add(t.list_tree, d.returned_at, 1)
+          ELSE list_add_range(t.list_tree, t.next_position, d.appended) END,
+        connected_sources = t.connected_sources - d.unlinked
+      FROM team_delta d
+      WHERE t.team_id = ${teamId}
+        AND (d.appended > 0 OR d.left_at IS NOT NULL OR d.returned_at IS NOT NULL OR d.unlinked > 0 OR d.changed)
+    )`);
+  return parts.reduce((all, part) => sql`${all},${part}`);
+}
+
+/** Locks the teams (in id order, as every writer does) for the rest of the transaction; returns their ids. */
+export async function lockTeams(tx: Tx, teamIds: string[]): Promise<string[]> {
+  const locked = await tx<{ team_id: string }[]>`
+    SELECT team_id FROM teams WHERE team_id = ANY(${teamIds}::uuid[]) ORDER BY team_id FOR UPDATE`;
+  return locked.map((t) => t.team_id);
+}
+
+/** The teams' users changed (documents rewritten): their versions move. */
+export async function usersChanged(tx: Tx, teamIds: string[]): Promise<void> {
+  if (teamIds.length === 0) return;
+  await tx`UPDATE teams SET version = version + 1 WHERE team_id = ANY(${teamIds}::uuid[])`;
+}
+
+/**
+ * Teams whose users changed, each with `added` users appended at its next
+ * positions (0 when only existing users changed): counts, positions and
+ * versions follow.
+ */
+export async function usersAppended(tx: Tx, teams: { teamIds: string[]; added: number[] }): Promise<void> {
+  await tx`
+    UPDATE teams t SET user_count = t.user_count + a.n, version = t.version + 1,
+      next_position = t.next_position + a.n, list_tree = list_add_range(t.list_tree, t.next_position, a.n)
+    FROM unnest(${teams.teamIds}::uuid[], ${teams.added}::int[]) AS a(team_id, n)
+    WHERE t.team_id = a.team_id`;
+}
+
+/**
+ * Connections of live users added (n > 0) and removed (n < 0), by team and
+ * week: `delta` yields (team_id, week, n).
+ */
+export async function connectionsChanged(tx: Tx, delta: Fragment): Promise<void> {
+  await tx`
+    WITH delta AS (${delta}), weeks AS (
+      INSERT INTO team_source_weeks AS w (team_id, week, connections) SELECT team_id, week, n FROM delta
+      ON CONFLICT (team_id, week) DO UPDATE SET connections = w.connections + excluded.connections
+    )
+    UPDATE teams t SET connected_sources = t.connected_sources + d.n
+    FROM (SELECT team_id, sum(n) AS n FROM delta GROUP BY 1) d WHERE t.team_id = d.team_id`;
+}
+
+/**
+ * Teams whose users were all just loaded at positions 1..n (the bulk
+ * import), n and their connections counted while loading: no holes, a
+ * dense tree, their week counts set.
+ */
+export async function teamsLoaded(tx: Tx, loaded: {
+  teamIds: string[]; users: number[]; connections: number[];
+  weeks: { teamIds: string[]; weeks: string[]; counts: number[] };
+}): Promise<void> {
+  await tx`
+    UPDATE teams t SET user_count = c.n, version = t.version + 1,
+      next_position = c.n + 1, list_tree = list_tree_dense(c.n), connected_sources = c.links
+    FROM unnest(${loaded.teamIds}::uuid[], ${loaded.users}::int[], ${loaded.connections}::int[]) AS c(team_id, n, links)
+    WHERE t.team_id = c.team_id`;
+  await tx`DELETE FROM list_holes WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
+  await tx`
+    INSERT INTO team_source_weeks (team_id, week, connections)
+    SELECT * FROM unnest(${loaded.weeks.teamIds}::uuid[], ${loaded.weeks.weeks}::date[], ${loaded.weeks.counts}::int[])
+    ON CONFLICT (team_id, week) DO UPDATE SET connections = excluded.connections`;
+}
+
+/**
+ * Gives the team's users, live and scheduled for deletion, their rank in
+ * list order as positions (only rows that move are written), then recounts
+ * the team: for the rare user that arrives sorting before others (a clock
+ * that went back). Positions of purged users are taken again.
+ */
+export async function renumberTeam(tx: Tx, teamId: string): Promise<void> {
+  await tx`
+    WITH ranked AS (
+      SELECT user_id, row_number() OVER (ORDER BY created_on, user_id) AS rank
+      FROM (SELECT user_id, created_on FROM users WHERE team_id = ${teamId}
+            UNION ALL
+            SELECT user_id, created_on FROM deleted_users WHERE team_id = ${teamId}) a
+    ), live AS (
+      UPDATE users u SET position = r.rank FROM ranked r
+      WHERE u.user_id = r.user_id AND u.team_id = ${teamId} AND u.position <> r.rank
+    )
+    UPDATE deleted_users d SET position = r.rank FROM ranked r
+    WHERE d.user_id = r.user_id AND d.team_id = ${teamId} AND d.position <> r.rank`;
+  await recountTeamState(tx, [teamId]);
+}
+
+/**
+ * Sets every piece of the teams' derived state from their users as they
+ * stand: after a write that moved positions wholesale (a renumbering, an
+ * import that ranks a team anew) or put rows back by hand (the bench's
+ * restore). The next position follows the last one held, live or scheduled.
+ */
+export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void> {
+  if (teamIds.length === 0) return;
+  await tx`
+    UPDATE teams t SET version = t.version + 1,
+      user_count = (SELECT count(*) FROM users u WHERE u.team_id = t.team_id),
+      next_position = greatest((SELECT max(position) FROM users u WHERE u.team_id = t.team_id),
+                               (SELECT max(position) FROM deleted_users d WHERE d.team_id = t.team_id), 0) + 1,
+      list_tree = list_tree_of(t.team_id),
+      connected_sources = (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = t.team_id)
+    WHERE t.team_id = ANY(${teamIds}::uuid[])`;
+  await tx`DELETE FROM team_source_weeks WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`
+    INSERT INTO team_source_weeks (team_id, week, connections)
+    SELECT u.team_id, source_week(us.created_on), count(*)
+    FROM user_sources us JOIN users u USING (user_id)
+    WHERE u.team_id = ANY(${teamIds}::uuid[])
+    GROUP BY 1, 2`;
+  await tx`DELETE FROM list_holes WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`
+    INSERT INTO list_holes (team_id, bucket, holes)
+    SELECT t.team_id, h.bucket, h.holes FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_holes_of(t.team_id) h`;
+}
