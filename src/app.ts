@@ -3,7 +3,7 @@ import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
 import type { FreezeGuard } from './db/freeze-guard.js';
 import { ReadRouter } from './db/read-router.js';
-import { KeyVerifier } from './auth/key-verifier.js';
+import { KeyVerifier, ManagementKeyVerifier } from './auth/key-verifier.js';
 import { EdgeAnswers } from './http/edge-answers.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import { registerJsonBody } from './http/json-body.js';
@@ -15,12 +15,16 @@ import { registerRequestLog } from './http/fast-path/request-log-line.js';
 import { registerRoutePattern } from './http/fast-path/route-pattern.js';
 import { registerResponseHeaders } from './http/response-headers.js';
 import { registerOpenApi } from './http/openapi.js';
+import { mergeExamples } from './http/openapi-post.js';
 import { registerDocs } from './http/docs.js';
 import { healthRoutes } from './http/health.js';
 import { registerMetrics } from './http/metrics.js';
 import { registerRateLimit } from './http/rate-limit.js';
 import { registerCors } from './http/cors.js';
 import { registerShutdownGuard } from './http/shutdown-guard.js';
+import { managementExamples } from './management/openapi-examples.js';
+import { managementRoutes } from './management/routes.js';
+import { managementSchemas } from './management/schemas.js';
 import { userExamples } from './users/openapi-examples.js';
 import { UserReads } from './users/reads.js';
 import { userRoutes } from './users/routes.js';
@@ -40,13 +44,15 @@ export interface AppDeps {
 
 export interface App extends FastifyInstance {
   verifier: KeyVerifier;
+  managementVerifier: ManagementKeyVerifier;
 }
 
 /**
  * Builds the HTTP application. It never listens: src/server.ts does, tests
  * use inject(). The order of the registrations below is the order of the
  * hooks on every request: shutdown guard, CORS, address limits, then (in the
- * user routes' scope) the key and the team limit. What is refused before any
+ * user routes' scope) the key and the team limit, or (in the Management API's
+ * scope) the management key. What is refused before any
  * hook can run (by the HTTP parser or the router) is answered in the same
  * shape by src/http/edge-answers.ts.
  */
@@ -81,11 +87,15 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   acceptEveryMethod(app);
   app.setValidatorCompiler(validatorCompiler);
   registerJsonBody(app);
-  for (const schema of userSchemas) app.addSchema(schema);
+  for (const schema of [...userSchemas, ...managementSchemas]) app.addSchema(schema);
 
   const verifier = new KeyVerifier(deps.sql, config.keyCacheTtlMs);
   app.decorate('verifier', verifier);
   app.decorateRequest('caller', null);
+  // Management keys are checked the same way, with a cache of their own: a revoked one is refused everywhere within KEY_CACHE_TTL_MS.
+  const managementVerifier = new ManagementKeyVerifier(deps.sql, config.keyCacheTtlMs);
+  app.decorate('managementVerifier', managementVerifier);
+  app.decorateRequest('managementCaller', null);
   const reads = new UserReads(deps.reads ?? new ReadRouter(deps.sql), config.pageCacheBytes);
 
   registerRoutePattern(app);
@@ -99,11 +109,12 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   const limits = await registerRateLimit(app, config);
   edge.attach({ writeLine, metrics: app.metrics, countAddress: limits.countAddress, log: app.log });
   // Before any route: swagger learns the routes as they are added.
-  await registerOpenApi(app, { schemas: userSchemas, examples: userExamples });
+  await registerOpenApi(app, { schemas: [...userSchemas, ...managementSchemas], examples: mergeExamples(userExamples, managementExamples) });
   await registerDocs(app);
   // Outside the users scope, so without a key.
   await app.register(healthRoutes, { sql: deps.sql });
 
   await app.register(userRoutes, { reads, write: deps.sql, verifier, limitTeam: limits.limitTeam });
+  await app.register(managementRoutes, { sql: deps.sql, verifier: managementVerifier, config });
   return app;
 }

@@ -67,6 +67,9 @@ const PG_SCHEMES = ['postgres:', 'postgresql:'];
 /** An IPv4 or IPv6 address, with an optional prefix length: what proxy-addr (Fastify's trustProxy) takes. */
 const PROXY_ADDRESS = /^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)(?:\/\d{1,3})?$/;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+/** The upstream's environments and regions (its Management API's enums); a deployment is one of each. */
+export const ENVIRONMENTS = ['production', 'sandbox'] as const;
+export const REGIONS = ['us', 'eu'] as const;
 const MB = 1024 * 1024;
 
 /** Its properties are the Config fields, in the order of the README's table. */
@@ -172,6 +175,18 @@ export const ConfigSchema = Type.Object({
   deletionGraceMs: duration('DELETION_GRACE', {
     default: '7d',
     description: 'how long a deleted user can be restored with `undo_delete` before it is purged (every row that holds it deleted); `0s` purges at the next pass, which runs every minute',
+  }),
+  environment: oneOf('ENVIRONMENT', ENVIRONMENTS, {
+    default: 'production',
+    description: 'the deployment\'s environment in Management API paths (`production` or `sandbox`); a path naming the other one is a 404',
+  }),
+  region: oneOf('REGION', REGIONS, {
+    default: 'us',
+    description: 'the deployment\'s region in Management API paths and teams (`us` or `eu`); a path naming the other one is a 404',
+  }),
+  webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', {
+    default: false,
+    description: 'accept webhook endpoint URLs that are `http://` or that point at a loopback, private, link-local or otherwise internal address (local development, tests); never in production',
   }),
   logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, { default: 'info', description: '`fatal` … `trace`, or `silent`' }),
 });

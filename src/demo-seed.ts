@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from './config.js';
 import type { Sql } from './db/client.js';
 import type { Database } from './db/database.js';
-import { issueKey } from './auth/issue-key.js';
+import { issueKey, issueManagementKey } from './auth/issue-key.js';
+import { findOrg } from './management/org.js';
 import { createTeam } from './teams/team-store.js';
 
 const SOURCES = [
@@ -38,14 +39,23 @@ async function* asAsync<T>(items: Iterable<T>): AsyncGenerator<T> {
   yield* items;
 }
 
-/** A demo team with users and a key, for the first start of an empty embedded database. Returns the key. */
-export async function seedDemo(sql: Sql): Promise<{ teamId: string; key: string }> {
+/** What the first start made, for its banner: the demo team's key, and a management key of the organisation. */
+export interface Demo {
+  teamId: string;
+  key: string;
+  orgId: string;
+  managementKey: string;
+}
+
+/** A demo team with users and a key, and a management key, for the first start of an empty embedded database. */
+export async function seedDemo(sql: Sql): Promise<Demo> {
   const teamId = await createTeam(sql, 'Demo team');
   // Loaded here, not with the server: the import's modules (and its compiled line schema) are otherwise never needed by it.
   const { importUsers } = await import('./import/import.js');
   await importUsers(sql, asAsync(demoUsers(teamId, DEMO_USERS)));
   const { key } = await issueKey(sql, teamId, 'demo key');
-  return { teamId, key };
+  const { key: managementKey } = await issueManagementKey(sql, 'first start');
+  return { teamId, key, orgId: (await findOrg(sql)).id, managementKey };
 }
 
 async function isEmpty(sql: Sql): Promise<boolean> {
@@ -54,12 +64,14 @@ async function isEmpty(sql: Sql): Promise<boolean> {
 }
 
 /** Seeds the demo on the first start of an empty embedded database, and never with DATABASE_URL. */
-export async function seedDemoOnFirstStart(db: Database, config: Config): Promise<{ teamId: string; key: string } | undefined> {
+export async function seedDemoOnFirstStart(db: Database, config: Config): Promise<Demo | undefined> {
   return db.embedded && config.demoSeed && (await isEmpty(db.sql)) ? seedDemo(db.sql) : undefined;
 }
 
-/** Tells a newcomer what was created, with a ready-to-paste request (stdout: the curl line alone). */
-export function announceDemo(demo: { teamId: string; key: string }, port: number, say: (msg: string) => void): void {
+/** Tells a newcomer what was created, with ready-to-paste requests (stdout: the curl lines alone). */
+export function announceDemo(demo: Demo, port: number, say: (msg: string) => void): void {
   say(`first start: created a demo team ${demo.teamId} with ${DEMO_USERS} users and an API key. Try:`);
   process.stdout.write(`curl -s -H 'x-service-api-key: ${demo.key}' 'http://127.0.0.1:${port}/v2/user/?limit=5'\n`);
+  say(`and a management key of the organisation ${demo.orgId} (the Management API; more with \`hds management-keys create\`). Its teams:`);
+  process.stdout.write(`curl -s -H 'x-management-key: ${demo.managementKey}' 'http://127.0.0.1:${port}/v1/org/${demo.orgId}/team'\n`);
 }

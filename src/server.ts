@@ -40,7 +40,8 @@ async function startServer(config: Config) {
   reads.onHealthChange = (change) => app.log.warn(change, 'read replica health changed');
   reads.onReadFailed = (failure) => app.log.warn(failure, 'read failed on a replica: re-run on the primary');
   if (db.guard) logTransitions(db.guard, app.log);
-  const flushTimer = setInterval(() => app.verifier.flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
+  const flushUses = () => Promise.all([app.verifier.flushUses(), app.managementVerifier.flushUses()]);
+  const flushTimer = setInterval(() => flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
   const purgeTimer = schedulePurges(db.sql, config, app.log);
 
@@ -71,7 +72,7 @@ async function startServer(config: Config) {
         await app.close();
         clearInterval(flushTimer);
         clearInterval(purgeTimer);
-        await app.verifier.flushUses().catch(() => {});
+        await flushUses().catch(() => {});
       } finally {
         clearTimeout(force);
         await metricsServer.close();

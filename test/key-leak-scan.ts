@@ -1,13 +1,18 @@
 /**
  * The suite-wide key check: test/run.ts gives every test process a log
  * directory (HDS_TEST_LOG_DIR, see testApp in test/helpers.ts) and, after the
- * run, scans every line written there for anything shaped like an API key.
+ * run, scans every line written there for anything shaped like an API key
+ * (team or management) or a webhook secret.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-/** Any string shaped like one of our keys (src/auth/api-key.ts), wherever it sits in a line. */
-const KEY_SHAPE = /hds_[A-Za-z0-9_-]{43}/;
+/**
+ * Any string shaped like one of our secrets, wherever it sits in a line: a
+ * team key or a management key (src/auth/api-key.ts), or a webhook signing
+ * secret (src/management/webhooks.ts).
+ */
+const KEY_SHAPE = /hdsm?_[A-Za-z0-9_-]{43}|whsec_[A-Za-z0-9+/]{32}/;
 
 export interface ScanResult {
   files: number;

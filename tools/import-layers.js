@@ -12,8 +12,8 @@ export const LAYERS = [
   ['cluster.ts', 'cli'],
   ['demo-seed.ts'],
   ['app.ts'],
-  // The resources: the user resource and the bulk import/export engine.
-  ['users', 'import'],
+  // The resources: the user resource, the bulk import/export engine, the Management API.
+  ['users', 'import', 'management'],
   // Every write to a team's users: the team's derived state, the stored user's columns.
   ['writes'],
   // HTTP plumbing: errors to the wire, logging, limits, OpenAPI, probes, metrics.

@@ -1,8 +1,17 @@
 import { hash, randomBytes } from 'node:crypto';
 
-/** Keys look like `hds_` + 43 base64url characters (32 random bytes). */
+/** Team keys look like `hds_` + 43 base64url characters (32 random bytes). */
 const PREFIX = 'hds_';
 const KEY_PATTERN = /^hds_[A-Za-z0-9_-]{43}$/;
+/**
+ * Management keys (contract section 11) have a prefix of their own: neither
+ * kind of key is ever well formed as the other, so each is refused on the
+ * other's routes before any lookup.
+ */
+export const MANAGEMENT_PREFIX = 'hdsm_';
+const MANAGEMENT_KEY_PATTERN = /^hdsm_[A-Za-z0-9_-]{43}$/;
+/** Characters of the random part shown in listings beside the prefix. */
+const SHOWN = 6;
 
 export interface NewKey {
   key: string;
@@ -10,14 +19,19 @@ export interface NewKey {
   displayPrefix: string;
 }
 
-export function generateKey(): NewKey {
-  const key = PREFIX + randomBytes(32).toString('base64url');
-  return { key, hash: hashKey(key), displayPrefix: displayPrefix(key) };
+/** A new team key, or with MANAGEMENT_PREFIX a new management key. */
+export function generateKey(prefix: typeof PREFIX | typeof MANAGEMENT_PREFIX = PREFIX): NewKey {
+  const key = prefix + randomBytes(32).toString('base64url');
+  return { key, hash: hashKey(key), displayPrefix: key.slice(0, prefix.length + SHOWN) };
 }
 
 /** A key that can't be one of ours is refused without a database lookup. */
 export function isWellFormedKey(value: string): boolean {
   return KEY_PATTERN.test(value);
+}
+
+export function isWellFormedManagementKey(value: string): boolean {
+  return MANAGEMENT_KEY_PATTERN.test(value);
 }
 
 /**
@@ -38,5 +52,5 @@ export function hashKeyText(key: string): string {
 }
 
 export function displayPrefix(key: string): string {
-  return key.slice(0, PREFIX.length + 6);
+  return key.slice(0, (key.startsWith(MANAGEMENT_PREFIX) ? MANAGEMENT_PREFIX : PREFIX).length + SHOWN);
 }

@@ -1,15 +1,53 @@
 import { setNewest } from '../bounded-map.js';
 import type { Sql } from '../db/client.js';
-import { hashKeyText, isWellFormedKey } from './api-key.js';
-import { findKeyByHash, recordKeyUse, type KeyRecord } from './key-store.js';
+import { hashKeyText, isWellFormedKey, isWellFormedManagementKey } from './api-key.js';
+import {
+  findKeyByHash, findManagementKeyByHash, recordKeyUse, recordManagementKeyUse, type KeyRecord, type ManagementKeyRecord,
+} from './key-store.js';
 
+/** Who a team key stands for. */
 export interface Caller {
   teamId: string;
   keyId: string;
 }
 
-interface CacheEntry {
-  record: KeyRecord | undefined;
+/** Who a management key stands for: the organisation, through one of its keys. */
+export interface ManagementCaller {
+  orgId: string;
+  keyId: string;
+}
+
+/** What the verifier reads of any stored key. */
+interface StoredKey {
+  keyId: string;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+}
+
+/** One kind of key: its shape, where it is stored, and who a valid one stands for. */
+interface KeyKind<R extends StoredKey, C> {
+  isWellFormed(value: string): boolean;
+  find(sql: Sql, hash: Buffer): Promise<R | undefined>;
+  recordUse(sql: Sql, uses: Map<string, Date>): Promise<void>;
+  callerOf(record: R): C;
+}
+
+const TEAM_KEYS: KeyKind<KeyRecord, Caller> = {
+  isWellFormed: isWellFormedKey,
+  find: findKeyByHash,
+  recordUse: recordKeyUse,
+  callerOf: (record) => ({ teamId: record.teamId, keyId: record.keyId }),
+};
+
+const MANAGEMENT_KEYS: KeyKind<ManagementKeyRecord, ManagementCaller> = {
+  isWellFormed: isWellFormedManagementKey,
+  find: findManagementKeyByHash,
+  recordUse: recordManagementKeyUse,
+  callerOf: (record) => ({ orgId: record.orgId, keyId: record.keyId }),
+};
+
+interface CacheEntry<R> {
+  record: R | undefined;
   fetchedAt: number;
 }
 
@@ -19,14 +57,15 @@ const MAX_ENTRIES = 10_000;
 export const KEY_NOT_CACHED = Symbol('key not cached');
 
 /**
- * Verifies API keys. A key's record is kept in memory for at most `ttlMs`
+ * Verifies keys of one kind (team keys: KeyVerifier; management keys:
+ * ManagementKeyVerifier, the same mechanism). A key's record is kept in memory for at most `ttlMs`
  * (under a second), so a revocation made on any instance is seen by all
  * within that time, while a busy key costs one lookup per `ttlMs` instead of
  * one per request. Expiry is checked against the clock on every request.
  * Decision: docs/decisions/api-key-hashing-and-cache.md
  */
-export class KeyVerifier {
-  private readonly cache = new Map<string, CacheEntry>();
+class CachedKeyVerifier<R extends StoredKey, C> {
+  private readonly cache = new Map<string, CacheEntry<R>>();
   /**
    * Well-formed keys refused at their last check, by the key as presented,
    * with when that was: a flood of one unknown or revoked key is then refused
@@ -35,7 +74,7 @@ export class KeyVerifier {
    * gives nothing away; accepted keys are only ever held as their hash.
    */
   private readonly refused = new Map<string, number>();
-  private readonly inflight = new Map<string, Promise<CacheEntry>>();
+  private readonly inflight = new Map<string, Promise<CacheEntry<R>>>();
   /** Last use per key id, as epoch ms (a Date per request would be garbage): written by flushUses(). */
   private readonly uses = new Map<string, number>();
   /** Database lookups (cache misses), and verification outcomes: read by src/http/metrics.ts. */
@@ -43,7 +82,7 @@ export class KeyVerifier {
   accepted = 0;
   rejected = 0;
 
-  constructor(private readonly sql: Sql, private readonly ttlMs: number) {}
+  constructor(private readonly sql: Sql, private readonly ttlMs: number, private readonly kind: KeyKind<R, C>) {}
 
   /**
    * The caller the key stands for, or undefined when it is refused, when that
@@ -53,8 +92,8 @@ export class KeyVerifier {
    * case costs no promise and no microtask turn, and no caller has to test
    * which of the two it got.
    */
-  verifyCached(presented: string | undefined): Caller | undefined | typeof KEY_NOT_CACHED {
-    if (presented === undefined || !isWellFormedKey(presented)) return this.outcome(undefined);
+  verifyCached(presented: string | undefined): C | undefined | typeof KEY_NOT_CACHED {
+    if (presented === undefined || !this.kind.isWellFormed(presented)) return this.outcome(undefined);
     const now = Date.now();
     const refusedAt = this.refused.get(presented);
     if (refusedAt !== undefined && now - refusedAt < this.ttlMs) return this.outcome(undefined);
@@ -64,37 +103,37 @@ export class KeyVerifier {
   }
 
   /** The caller the key stands for, or undefined when it is refused, looked up in the database (one lookup per key at a time). */
-  async verifyByLookup(presented: string): Promise<Caller | undefined> {
-    if (!isWellFormedKey(presented)) return this.outcome(undefined);
+  async verifyByLookup(presented: string): Promise<C | undefined> {
+    if (!this.kind.isWellFormed(presented)) return this.outcome(undefined);
     const entry = await this.fetch(hashKeyText(presented));
     return this.judge(presented, entry, Date.now());
   }
 
   /** The caller of a looked-up key; a refusal is remembered for as long as the entry it was read from. */
-  private judge(presented: string, entry: CacheEntry, now: number): Caller | undefined {
+  private judge(presented: string, entry: CacheEntry<R>, now: number): C | undefined {
     const caller = this.callerOf(entry.record, now);
     if (!caller) setNewest(this.refused, presented, entry.fetchedAt, MAX_ENTRIES);
     return this.outcome(caller);
   }
 
-  private outcome(caller: Caller | undefined): Caller | undefined {
+  private outcome(caller: C | undefined): C | undefined {
     if (caller) this.accepted++;
     else this.rejected++;
     return caller;
   }
 
-  private callerOf(record: KeyRecord | undefined, now: number): Caller | undefined {
+  private callerOf(record: R | undefined, now: number): C | undefined {
     if (!record || record.revokedAt || (record.expiresAt && record.expiresAt.getTime() <= now)) return undefined;
     this.uses.set(record.keyId, now);
-    return { teamId: record.teamId, keyId: record.keyId };
+    return this.kind.callerOf(record);
   }
 
-  private fetch(id: string): Promise<CacheEntry> {
+  private fetch(id: string): Promise<CacheEntry<R>> {
     let pending = this.inflight.get(id);
     if (!pending) {
       const fetchedAt = Date.now();
       this.lookups++;
-      pending = findKeyByHash(this.sql, Buffer.from(id, 'base64'))
+      pending = this.kind.find(this.sql, Buffer.from(id, 'base64'))
         .then((record) => {
           const entry = { record, fetchedAt };
           setNewest(this.cache, id, entry, MAX_ENTRIES);
@@ -111,7 +150,20 @@ export class KeyVerifier {
     if (this.uses.size === 0) return;
     const batch = new Map([...this.uses].map(([keyId, at]) => [keyId, new Date(at)]));
     this.uses.clear();
-    await recordKeyUse(this.sql, batch);
+    await this.kind.recordUse(this.sql, batch);
   }
 }
 
+/** Team keys (`x-service-api-key`): the caller is a team. */
+export class KeyVerifier extends CachedKeyVerifier<KeyRecord, Caller> {
+  constructor(sql: Sql, ttlMs: number) {
+    super(sql, ttlMs, TEAM_KEYS);
+  }
+}
+
+/** Management keys (`x-management-key`): the caller is the organisation; revoked keys are refused within `ttlMs` likewise. */
+export class ManagementKeyVerifier extends CachedKeyVerifier<ManagementKeyRecord, ManagementCaller> {
+  constructor(sql: Sql, ttlMs: number) {
+    super(sql, ttlMs, MANAGEMENT_KEYS);
+  }
+}

@@ -5,8 +5,9 @@ import { Readable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, parseDuration, type Config } from '../config.js';
 import { openDatabase, type Database } from '../db/database.js';
-import { issueKey } from '../auth/issue-key.js';
-import { expireOtherKeys, listKeys, revokeKey } from '../auth/key-store.js';
+import { issueKey, issueManagementKey } from '../auth/issue-key.js';
+import { expireOtherKeys, listKeys, listManagementKeys, revokeKey, revokeManagementKey } from '../auth/key-store.js';
+import { findOrg } from '../management/org.js';
 import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
 import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../import/import.js';
 import { exportUsers } from '../import/export.js';
@@ -103,6 +104,42 @@ const COMMANDS: Record<string, Command> = {
       const expiring = await expireOtherKeys(db.sql, teamId, issued.keyId, until);
       process.stderr.write(`key ${issued.keyId} issued; ${expiring} older key(s) expire at ${until.toISOString()}\n`);
       out(issued.key);
+    },
+  },
+  'management-keys create': {
+    usage: 'management-keys create [--label LABEL]',
+    summary: 'issue a Management API key; it is printed once, alone on the last line',
+    options: { label: { type: 'string' } }, positionals: 0,
+    async run(db, v) {
+      const issued = await issueManagementKey(db.sql, (v.label as string | undefined) ?? 'default');
+      process.stderr.write(`management key ${issued.keyId} (${issued.displayPrefix}…); it will not be shown again\n`);
+      out(issued.key);
+    },
+  },
+  'management-keys list': {
+    usage: 'management-keys list', summary: 'list the management keys (never the keys themselves)',
+    options: {}, positionals: 0,
+    async run(db) {
+      const keys = await listManagementKeys(db.sql);
+      out(renderTable(['key_id', 'label', 'prefix', 'created', 'last_used', 'revoked'],
+        keys.map((k) => [k.key_id, k.label, k.display_prefix, when(k.created_at), when(k.last_used_at), when(k.revoked_at)])));
+    },
+  },
+  'management-keys revoke': {
+    usage: 'management-keys revoke KEY_ID', summary: 'revoke a management key (refused everywhere within a second)',
+    options: {}, positionals: 1,
+    async run(db, _v, [keyId]) {
+      if (!(await revokeManagementKey(db.sql, uuidArg('KEY_ID', keyId)))) throw new UsageError(`no management key ${keyId}`);
+      out(`revoked ${keyId}`);
+    },
+  },
+  org: {
+    usage: 'org', summary: "print the deployment's organisation id (the Management API's {org_id}) on the last line",
+    options: {}, positionals: 0,
+    async run(db) {
+      const org = await findOrg(db.sql);
+      process.stderr.write(`organisation "${org.name}", created ${org.created_on}\n`);
+      out(org.id);
     },
   },
   import: {

@@ -54,3 +54,8 @@ export function isDeadlock(err: unknown): boolean {
 export function isDataException(err: unknown): boolean {
   return errorCode(err)?.startsWith('22') ?? false;
 }
+
+/** A foreign key refused a row whose parent does not exist (SQLSTATE 23503: a key for a team deleted meanwhile, say). */
+export function isForeignKeyViolation(err: unknown): boolean {
+  return errorCode(err) === '23503';
+}

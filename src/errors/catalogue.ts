@@ -28,6 +28,16 @@ export const RETRY_AFTER_S = 1;
 
 export const unauthorized = () =>
   new ApiError(401, 'Invalid or missing API key', { 'www-authenticate': 'ApiKey header="x-service-api-key"' });
+/** The same 401 on the Management API: the same body, its WWW-Authenticate naming that API's header. */
+export const managementUnauthorized = () =>
+  new ApiError(401, 'Invalid or missing API key', { 'www-authenticate': 'ApiKey header="x-management-key"' });
+/** Management API: a team the organisation does not have (unknown or deleted: the same answer). */
+export const teamNotFound = () => new ApiError(404, 'Team not found');
+/** Management API: a webhook endpoint the team does not have (unknown, deleted, or another team's: the same answer). */
+export const webhookNotFound = () => new ApiError(404, 'Webhook endpoint not found');
+/** Management API: DELETE of a team that still has users, live or scheduled for deletion. */
+export const teamHasUsers = () =>
+  new ApiError(409, 'The team has users (live or scheduled for deletion): delete them, and wait for the purge, before the team');
 /** The resolve route's miss (unknown, another team's, or scheduled for deletion: the same answer). */
 export const userNotFound = () => new ApiError(404, 'User not found');
 /** GET of a user id the team does not have (unknown or another team's: the same answer). */
@@ -85,3 +95,6 @@ export function renderError(error: ApiError): RenderedError {
  * (src/auth/authenticate.ts; src/http/fast-path/README.md).
  */
 export const UNAUTHORIZED = renderError(unauthorized());
+
+/** The Management API's 401, rendered once likewise. */
+export const MANAGEMENT_UNAUTHORIZED = renderError(managementUnauthorized());

@@ -17,6 +17,18 @@ export interface OpenApiExamples {
   errorMessageByStatus: Record<string, string>;
   /** The example of JSON request bodies. */
   requestBody: unknown;
+  /** The example of an operation's JSON request body, by operationId, where it is not `requestBody`. */
+  requestBodyByOperation?: Record<string, unknown>;
+}
+
+/** The examples of several resources as one: `first`'s request body is the default; the others name their operations. */
+export function mergeExamples(first: OpenApiExamples, ...others: OpenApiExamples[]): OpenApiExamples {
+  return others.reduce((all, more) => ({
+    byRef: { ...all.byRef, ...more.byRef },
+    errorMessageByStatus: { ...all.errorMessageByStatus, ...more.errorMessageByStatus },
+    requestBody: all.requestBody,
+    requestBodyByOperation: { ...all.requestBodyByOperation, ...more.requestBodyByOperation },
+  }), first);
 }
 
 const COMPONENT_PREFIX = '#/components/schemas/';
@@ -44,8 +56,9 @@ export function withRefSiblings(doc: OpenApiDocument, sources: readonly object[]
 export function withExamples(doc: OpenApiDocument, examples: OpenApiExamples): OpenApiDocument {
   for (const methods of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(methods)) {
+      const requestExample = (operation.operationId && examples.requestBodyByOperation?.[operation.operationId]) ?? examples.requestBody;
       for (const media of Object.values(operation.requestBody?.content ?? {})) {
-        if (media.example === undefined) media.example = examples.requestBody;
+        if (media.example === undefined) media.example = requestExample;
       }
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         for (const media of Object.values(response.content ?? {})) {

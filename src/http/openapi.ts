@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import swagger from '@fastify/swagger';
-import { API_KEY_HEADER, UPSTREAM_API_KEY_HEADER } from '../auth/authenticate.js';
+import { API_KEY_HEADER, MANAGEMENT_KEY_HEADER, UPSTREAM_API_KEY_HEADER } from '../auth/authenticate.js';
 import { Type } from '@sinclair/typebox';
 import { ErrorMessage } from '../errors/schemas.js';
 import { withExamples, withRefSiblings, type OpenApiDocument, type OpenApiExamples } from './openapi-post.js';
@@ -26,10 +26,13 @@ export async function registerOpenApi(app: FastifyInstance, content: { schemas: 
         version: VERSION,
         description: 'Self-hostable health-data aggregation service. Every `/v2/user` route needs a team API key '
           + `in the \`${API_KEY_HEADER}\` header (or the upstream's \`${UPSTREAM_API_KEY_HEADER}\`; ours wins when both are sent). `
+          + `The Management API (\`/v1/org/{org_id}/…\`: teams, team keys, webhook endpoints) needs a management key in the \`${MANAGEMENT_KEY_HEADER}\` header `
+          + 'instead; neither kind of key works on the other\'s routes. '
           + 'Error bodies follow the FastAPI convention: `{"detail": ...}`.',
       },
       tags: [
         { name: 'user', description: "The team's end users" },
+        { name: 'management', description: 'The Management API: teams, team API keys and webhook endpoints, with a management key (issued with `hds management-keys create`)' },
         { name: 'operations', description: 'Liveness and readiness probes (no key)' },
       ],
       components: {
@@ -38,6 +41,10 @@ export async function registerOpenApi(app: FastifyInstance, content: { schemas: 
           upstreamApiKey: {
             type: 'apiKey', in: 'header', name: UPSTREAM_API_KEY_HEADER,
             description: 'The same key in the upstream\'s header, as its SDK sends it; x-service-api-key wins when both are sent',
+          },
+          managementKey: {
+            type: 'apiKey', in: 'header', name: MANAGEMENT_KEY_HEADER,
+            description: 'Management key issued with `hds management-keys create` (Management API routes only; a team key is refused there)',
           },
         },
       },

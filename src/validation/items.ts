@@ -39,11 +39,29 @@ export function toValidationItems(context: string, errors: FastifySchemaValidati
         return { type: 'string_too_long', loc, msg: `String should have at most ${params.limit} characters`, input };
       case 'format':
         return formatItem(String(params.format), loc, input);
+      case 'enum':
+        return { type: 'enum', loc, msg: `Input should be ${alternatives(params.allowedValues as unknown[])}`, input };
+      case 'minItems':
+        return { type: 'too_short', loc, msg: `List should have at least ${plural(params.limit, 'item')} after validation, not ${(input as unknown[]).length}`, input };
+      case 'maxItems':
+        return { type: 'too_long', loc, msg: `List should have at most ${plural(params.limit, 'item')} after validation, not ${(input as unknown[]).length}`, input };
+      case 'uniqueItems':
+        return { type: 'value_error', loc, msg: 'Value error, the list must not hold the same item twice', input };
+      case 'maxProperties':
+        return { type: 'value_error', loc, msg: `Value error, at most ${plural(params.limit, 'entry', 'entries')}`, input: null };
       default:
         return { type: 'value_error', loc, msg: err.message ?? 'Invalid value', input };
     }
   });
 }
+
+/** `'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`: pydantic's wording of an enum's values. */
+function alternatives(values: unknown[]): string {
+  const quoted = values.map((v) => `'${String(v)}'`);
+  return quoted.length < 2 ? quoted.join('') : `${quoted.slice(0, -1).join(', ')} or ${quoted.at(-1)}`;
+}
+
+const plural = (n: unknown, one: string, many = `${one}s`) => `${String(n)} ${n === 1 ? one : many}`;
 
 const NOT_A_DATE: [string, string] = ['date_from_datetime_parsing', 'Input should be a valid date in the format YYYY-MM-DD'];
 
