@@ -57,35 +57,10 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * (./known-holes.ts) and the team is still at that version: then the
  * statement starts there. `total` is the team's counter.
  *
- * Measured choices (issue 19, figures: `git show a7fc7f5:CHANGELOG.md`):
- *
- * - The rows come in list order because the one team row drives a nested
- *   loop over the ordered index range (LATERAL); an ORDER BY on top would
- *   add a sort that cost PostgreSQL a fifth of its rate. The version and
- *   the total come on the first row only, the one at `start` (or the single
- *   empty row of an empty page): a first row without them means the order
- *   broke, and the read fails rather than answer a wrong page.
- *   test/page-statement.test.ts pins the plan.
- * - `OFFSET 0` keeps `s` a subquery of its own, computed once per page:
- *   flattened, its expression took the place of `s.start` in every use, so
- *   the start was found again for every row returned (a page of 100 of a
- *   team with holes cost 51 ms instead of 1.6 ms). The same holds for `b`:
- *   list_seek runs once per page, not once for each of its three uses.
- * - The position in the bucket is counted from the bucket's holes in this
- *   statement's plan: not by a query inside a PL/pgSQL function (its own
- *   plan lookup and snapshot on every page), and not by skipping the
- *   bucket's users in the index (a heap read per user skipped wherever
- *   the deletes cleared the visibility map, until the next VACUUM).
- * - The limit applies to the whole statement, the inner range is bounded by
- *   the largest page: with `LIMIT $n` inside, PostgreSQL's plan cache kept
- *   planning the statement for every execution (a custom plan, its
- *   estimate of an unknown inner limit being far costlier), at about a
- *   third of the statement's cost; like this the generic plan is as cheap
- *   as a custom one and is kept. Guarded by the same test.
- * - Only the document is read per user (its id, for the audit, is its first
- *   field), and each row is copied into the answer as it arrives (forEach),
- *   not kept: rows kept until the last one arrived outlived V8's young
- *   generation, and the old one filled with them.
+ * The rows come in list order from the index range (no sort), the version
+ * and total on the first row only, and the start is computed once per page:
+ * why each of these, measured, in docs/decisions/page-statement.md;
+ * test/page-statement.test.ts pins the plan.
  *
  * Undefined: the team does not exist.
  */
