@@ -25,11 +25,6 @@ export interface EncodedBatch {
   file: string;
   offset: number;
   bytes: number;
-  /** Per user, in the records' order: index into `teams`, created_on (seconds, micros), user_id as four big-endian words. */
-  team: Uint32Array;
-  seconds: Float64Array;
-  micros: Uint32Array;
-  uid: Uint32Array;
   /** Link records (LINK_RECORD_BYTES each), with an index into `sources`. */
   links: Uint8Array;
   linkCount: number;
@@ -267,7 +262,6 @@ export function encodeBatch(lines: BatchLines, records: RecordFile): EncodedBatc
     file: records.name,
     offset: records.flush(),
     bytes,
-    team: permute(team, order, 1), seconds: permute(seconds, order, 1), micros: permute(micros, order, 1), uid: permute(uid, order, 4),
     links: l.take(),
     linkCount,
     linkWeeks: weekTriples(weekLinks),
@@ -285,7 +279,7 @@ function listOrder(n: number, teamIds: string[], team: Uint32Array, seconds: Flo
 }
 
 /** Rank of each team (by index) in the order of its id as text, which orders canonical uuids as PostgreSQL does. */
-export function teamRanks(teamIds: string[]): Uint32Array {
+function teamRanks(teamIds: string[]): Uint32Array {
   const rank = new Uint32Array(teamIds.length);
   teamIds.map((id, i) => [id, i] as const).sort((a, b) => (a[0] < b[0] ? -1 : 1)).forEach(([, i], r) => (rank[i] = r));
   return rank;
@@ -296,15 +290,10 @@ export function teamRanks(teamIds: string[]): Uint32Array {
  * (by `rank` of its index in `team`), then created_on, then user_id (as
  * PostgreSQL orders uuids: byte by byte).
  */
-export function listOrderComparator(
+function listOrderComparator(
   rank: Uint32Array, team: Uint32Array, seconds: Float64Array, micros: Uint32Array, uid: Uint32Array,
 ): (a: number, b: number) => number {
   return (a, b) => rank[team[a]!]! - rank[team[b]!]! || seconds[a]! - seconds[b]! || micros[a]! - micros[b]!
     || uid[a * 4]! - uid[b * 4]! || uid[a * 4 + 1]! - uid[b * 4 + 1]! || uid[a * 4 + 2]! - uid[b * 4 + 2]! || uid[a * 4 + 3]! - uid[b * 4 + 3]!;
 }
 
-function permute<T extends Uint32Array | Float64Array>(values: T, order: Uint32Array, width: number): T {
-  const out = new (values.constructor as new (n: number) => T)(order.length * width);
-  for (let k = 0; k < order.length; k++) for (let j = 0; j < width; j++) out[k * width + j] = values[order[k]! * width + j]!;
-  return out;
-}

@@ -3,7 +3,7 @@ import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { buildShadowIndexes, createShadow, planRebuild, swapInShadow, type RebuildPlan } from '../db/table-rebuild.js';
 import { linkCounts, linkTuples, type ImportContext, type ImportSummary } from './context.js';
-import { USER_COLUMNS, type ImportSpool, type SortKeys } from './spool.js';
+import { USER_COLUMNS, type ImportSpool } from './spool.js';
 import { teamsLoaded } from '../writes/team-state.js';
 import { rebuildDocumentsOfSources } from '../writes/stored-documents.js';
 
@@ -31,8 +31,6 @@ const SWAP_LOCK_TIMEOUT = '10s';
  */
 export async function bulkImport(tx: Tx, ctx: ImportContext, o: { onlyWhenWorthIt: boolean }): Promise<ImportSummary | { impossible: string }> {
   const { spool } = ctx;
-  const keys = spool.keys;
-  if (!keys) return { impossible: 'the file has more users than the bulk path sorts in memory' };
   if (o.onlyWhenWorthIt && spool.users < BULK_MIN_USERS) return { impossible: `fewer than ${BULK_MIN_USERS} users` };
   const [occupied] = await tx`
     SELECT 1 FROM users WHERE team_id = ANY(${ctx.teamIds}::uuid[])
@@ -52,7 +50,7 @@ export async function bulkImport(tx: Tx, ctx: ImportContext, o: { onlyWhenWorthI
   await rebuildDocumentsOfSources(tx, ctx.renamedSourceIds);
   try {
     return await tx.savepoint(async (sp) => {
-      const perTeam = await load(sp, ctx, keys, users, links);
+      const perTeam = await load(sp, ctx, users, links);
       // The teams' users hold positions 1..n; their links were counted while encoding.
       const counted = linkCounts(spool);
       await teamsLoaded(sp, { teamIds: spool.teamIds, users: perTeam, connections: counted.perTeam, weeks: counted.weeks });
@@ -72,7 +70,7 @@ export async function bulkImport(tx: Tx, ctx: ImportContext, o: { onlyWhenWorthI
 class ScheduledUserInFile extends Error {}
 
 /** Fills the shadow tables, builds their indexes and swaps them in; returns the users per team of the spool. */
-async function load(tx: Tx, ctx: ImportContext, keys: SortKeys, users: RebuildPlan, links: RebuildPlan): Promise<number[]> {
+async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: RebuildPlan): Promise<number[]> {
   await createShadow(tx, users);
   await createShadow(tx, links);
   // One statement, one snapshot: the stored rows copied and the team versions they belong to.
@@ -85,7 +83,7 @@ async function load(tx: Tx, ctx: ImportContext, keys: SortKeys, users: RebuildPl
   // FREEZE: rows are written already frozen and visible, so no later pass rewrites every page to set hint bits.
   const perTeam = new Array<number>(ctx.spool.teamIds.length).fill(0);
   const userCopy = await tx.unsafe(`COPY users_bulk (position, ${USER_COLUMNS.join(', ')}) FROM STDIN (FORMAT binary, FREEZE)`).writable();
-  await writeCopy(userCopy, usersInListOrder(ctx.spool, keys, perTeam));
+  await writeCopy(userCopy, usersInListOrder(ctx.spool, perTeam));
   const linkCopy = await tx`COPY user_sources_bulk (user_id, source_id, created_on) FROM STDIN (FORMAT binary, FREEZE)`.writable();
   await writeCopy(linkCopy, linkTuples(ctx));
 
@@ -123,8 +121,8 @@ async function load(tx: Tx, ctx: ImportContext, keys: SortKeys, users: RebuildPl
 }
 
 /** The spooled users as COPY tuples in list order, each with its position: the table's rows end up in the order list pages read them. */
-function usersInListOrder(spool: ImportSpool, keys: SortKeys, perTeam: number[]): Generator<Buffer> {
-  return copyTuples(spool.usersInListOrder(keys), (out, { team, fields }) => {
+function usersInListOrder(spool: ImportSpool, perTeam: number[]): Generator<Buffer> {
+  return copyTuples(spool.usersInListOrder(), (out, { team, fields }) => {
     out.tuple(1 + USER_COLUMNS.length);
     out.int8(++perTeam[team]!);
     out.raw(fields);

@@ -2,19 +2,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ImportError } from './line.js';
-import { LINK_RECORD_BYTES, listOrderComparator, teamRanks, type EncodedBatch } from './batch.js';
+import { LINK_RECORD_BYTES, type EncodedBatch } from './batch.js';
 import type { SourceRef } from '../user-document/document.js';
 
 export { LINK_RECORD_BYTES } from './batch.js';
 export { USER_COLUMNS } from '../writes/user-columns.js';
 
 /**
- * Beyond this many users the sort keys of the bulk path (32 bytes per user)
- * are no longer kept, and the import merges instead, with memory flat.
+ * Read-ahead per sorted run while the runs are merged, and for all of them:
+ * a batch is about a megabyte of input, so ten million users make thousands
+ * of runs, and each gets less read-ahead rather than the merge more memory.
  */
-const MAX_KEYED_USERS = 4_000_000;
-/** Read-ahead per sorted run while the runs are merged. */
 const RUN_BUFFER_BYTES = 32 * 1024;
+const MERGE_BUFFER_BYTES = 64 << 20;
+const MIN_RUN_BUFFER_BYTES = 4096;
 
 export interface SpooledSource extends SourceRef {
   index: number;
@@ -22,52 +23,57 @@ export interface SpooledSource extends SourceRef {
   line: number;
 }
 
-/** A batch's users, in list order: keys [start, start + count) and their records in a spool file. */
+/** A batch's users, in list order: `count` records, `bytes` bytes of a spool file from `offset` on. */
 interface Run {
   file: number;
   offset: number;
   bytes: number;
-  start: number;
   count: number;
 }
 
 /**
- * What the bulk path needs to put users in list order: per user, its team
- * and (created_on, user_id) as numbers that compare like PostgreSQL's
- * values, grouped in runs (batches) that are each in list order already.
+ * Where the list order's keys lie in a user record's fields (binary COPY
+ * fields: an int32 length, then the value): user_id's 16 bytes at 4, team_id's
+ * at 24, client_user_id's length at 40, then created_on (int64 microseconds)
+ * 8 bytes after its end.
  */
-export class SortKeys {
-  count = 0;
-  team = new Uint32Array(1024);
-  seconds = new Float64Array(1024);
-  micros = new Uint32Array(1024);
-  /** user_id as four big-endian 32-bit words: numeric order is PostgreSQL's uuid (byte) order. */
-  uid = new Uint32Array(4096);
-  readonly runs: Run[] = [];
+const USER_ID_AT = 4;
+const TEAM_ID_AT = 24;
+const CLIENT_USER_ID_LENGTH_AT = 40;
 
-  private grow(): void {
-    const twice = <T extends Uint32Array | Float64Array>(a: T): T => {
-      const b = new (a.constructor as new (n: number) => T)(a.length * 2);
-      b.set(a);
-      return b;
-    };
-    this.team = twice(this.team);
-    this.seconds = twice(this.seconds);
-    this.micros = twice(this.micros);
-    this.uid = twice(this.uid);
-  }
+/**
+ * A run's next record and its list-order key, read out of the record once
+ * (a record meets about log2(runs) others in the merge): the team's and the
+ * user's uuids as big-endian words (their byte order is PostgreSQL's, and
+ * the text order of canonical uuids), created_on's microseconds as a signed
+ * high word and an unsigned low one.
+ */
+class RunHead {
+  fields!: Buffer;
+  readonly key = new Float64Array(10);
 
-  /** Appends a batch's keys as a run; `teamOf` maps its team indexes to the import's. */
-  append(b: EncodedBatch, teamOf: Uint32Array, file: number): void {
-    while (this.count + b.users > this.team.length) this.grow();
-    const n = this.count;
-    for (let i = 0; i < b.users; i++) this.team[n + i] = teamOf[b.team[i]!]!;
-    this.seconds.set(b.seconds, n);
-    this.micros.set(b.micros, n);
-    this.uid.set(b.uid, n * 4);
-    this.count += b.users;
-    if (b.users > 0) this.runs.push({ file, offset: b.offset, bytes: b.bytes, start: n, count: b.users });
+  constructor(readonly reader: RecordReader) {}
+
+  /** Moves to the run's next record; false at its end. */
+  advance(): boolean {
+    const record = this.reader.next();
+    if (!record) return false;
+    const f = (this.fields = record.fields);
+    const k = this.key;
+    for (let i = 0; i < 4; i++) k[i] = f.readUInt32BE(TEAM_ID_AT + 4 * i);
+    const at = CLIENT_USER_ID_LENGTH_AT + 8 + f.readInt32BE(CLIENT_USER_ID_LENGTH_AT);
+    k[4] = f.readInt32BE(at);
+    k[5] = f.readUInt32BE(at + 4);
+    for (let i = 0; i < 4; i++) k[6 + i] = f.readUInt32BE(USER_ID_AT + 4 * i);
+    return true;
   }
+}
+
+/** List order of two runs' next records: team, then created_on, then user_id. */
+function before(a: RunHead, b: RunHead): boolean {
+  const x = a.key, y = b.key;
+  for (let i = 0; i < 10; i++) if (x[i] !== y[i]) return x[i]! < y[i]!;
+  return false;
 }
 
 /**
@@ -117,8 +123,8 @@ export class ImportSpool {
   readonly sourceList: SpooledSource[] = [];
   /** Links per team and week: by the import's team index, then the week's Monday (days since PostgreSQL's epoch). */
   readonly linkWeeks = new Map<number, Map<number, number>>();
-  /** Null once the file has more users than the bulk path keeps keys for. */
-  keys: SortKeys | null = new SortKeys();
+  /** The batches' sorted runs of user records, for the bulk path's merge. */
+  private readonly runs: Run[] = [];
 
   /** The encoding threads' spool files, in the order they were first seen, with a descriptor to read each. */
   private readonly files: { name: string; fd: number }[] = [];
@@ -165,8 +171,7 @@ export class ImportSpool {
       if (team === undefined) this.teams.set(id, (team = this.teamIds.push(id) - 1));
       teamOf[i] = team;
     }
-    if (this.keys && this.keys.count + b.users > MAX_KEYED_USERS) this.keys = null;
-    this.keys?.append(b, teamOf, this.fileIndex(b.file));
+    if (b.users > 0) this.runs.push({ file: this.fileIndex(b.file), offset: b.offset, bytes: b.bytes, count: b.users });
 
     const links = Buffer.from(b.links.buffer, b.links.byteOffset, b.links.length);
     for (let at = 20; at < links.length; at += LINK_RECORD_BYTES) links.writeUInt16BE(sourceOf[links.readUInt16BE(at)]!, at);
@@ -199,15 +204,16 @@ export class ImportSpool {
 
   /**
    * Every user record in list order (team id, created_on, user_id), with the
-   * index of its team: the sorted runs of `keys`, merged. Each run is read
-   * ahead sequentially, so the merge costs no read per record.
+   * index of its team: the batches' sorted runs, merged on the keys in the
+   * records themselves, so that memory stays flat whatever the file's size.
+   * Each run is read ahead sequentially, so the merge costs no read per record.
    */
-  *usersInListOrder(keys: SortKeys): Generator<{ team: number; fields: Buffer }> {
-    const { team, seconds, micros, uid } = keys;
-    const compare = listOrderComparator(teamRanks(this.teamIds), team, seconds, micros, uid);
-    // A binary min-heap of the runs by their next user.
-    const heap = keys.runs.map((run) => ({ at: run.start, end: run.start + run.count, reader: new RecordReader(this.files[run.file]!.fd, run.offset, run.offset + run.bytes, RUN_BUFFER_BYTES) }));
-    const less = (i: number, j: number) => compare(heap[i]!.at, heap[j]!.at) < 0;
+  *usersInListOrder(): Generator<{ team: number; fields: Buffer }> {
+    // A binary min-heap of the runs by their next record (valid until that run's reader moves on).
+    const readAhead = Math.max(MIN_RUN_BUFFER_BYTES, Math.min(RUN_BUFFER_BYTES, Math.floor(MERGE_BUFFER_BYTES / Math.max(1, this.runs.length))));
+    const heap = this.runs.map((run) => new RunHead(new RecordReader(this.files[run.file]!.fd, run.offset, run.offset + run.bytes, readAhead)))
+      .filter((head) => head.advance());
+    const less = (i: number, j: number) => before(heap[i]!, heap[j]!);
     const down = (i: number) => {
       for (;;) {
         const l = 2 * i + 1, r = l + 1;
@@ -220,18 +226,27 @@ export class ImportSpool {
       }
     };
     for (let i = (heap.length >> 1) - 1; i >= 0; i--) down(i);
+    // Records come grouped by team: its index is looked up when the team changes.
+    const teamIndex = new Map(this.teamIds.map((id, i) => [id.replaceAll('-', ''), i]));
+    const lastTeam = Buffer.alloc(16);
+    let team = -1;
+    let yielded = 0;
     while (heap.length > 0) {
       const run = heap[0]!;
-      const record = run.reader.next();
-      if (!record) throw new Error('import spool: a run ended before its keys');
-      yield { team: team[run.at]!, fields: record.fields };
-      if (++run.at < run.end) down(0);
-      else {
+      const fields = run.fields;
+      if (team < 0 || fields.compare(lastTeam, 0, 16, TEAM_ID_AT, TEAM_ID_AT + 16) !== 0) {
+        fields.copy(lastTeam, 0, TEAM_ID_AT, TEAM_ID_AT + 16);
+        team = teamIndex.get(lastTeam.toString('hex'))!;
+      }
+      yield { team, fields };
+      yielded++;
+      if (!run.advance()) {
         heap[0] = heap[heap.length - 1]!;
         heap.pop();
-        down(0);
       }
+      if (heap.length > 0) down(0);
     }
+    if (yielded !== this.users) throw new Error(`import spool: the runs hold ${yielded} users, not ${this.users}`);
   }
 
   /** The link records in file order; each view is LINK_RECORD_BYTES long. */

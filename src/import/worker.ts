@@ -15,7 +15,7 @@ parentPort!.on('message', ({ id, raw }: { id: number; raw: RawBatch }) => {
     const b = encodeRaw(raw, records);
     // The batch's byte buffer goes back too, to be filled again (BufferPool in src/import/reader.ts).
     const spare = raw.bytes?.buffer as ArrayBuffer | undefined;
-    const buffers = [b.links, b.team, b.seconds, b.micros, b.uid, b.linkWeeks].map((a) => a.buffer as ArrayBuffer);
+    const buffers = [b.links, b.linkWeeks].map((a) => a.buffer as ArrayBuffer);
     parentPort!.postMessage({ id, batch: b, spare }, [...new Set(spare ? [spare, ...buffers] : buffers)]);
   } catch (err) {
     parentPort!.postMessage({ id, failure: (err as Error).stack ?? String(err) });
