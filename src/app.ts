@@ -114,7 +114,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   // Outside the users scope, so without a key.
   await app.register(healthRoutes, { sql: deps.sql });
 
-  await app.register(userRoutes, { reads, write: deps.sql, verifier, limitTeam: limits.limitTeam });
+  await app.register(userRoutes, { reads, write: deps.sql, verifier, limitTeam: limits.limitTeam, deletionGraceMs: config.deletionGraceMs });
   await app.register(managementRoutes, { sql: deps.sql, verifier: managementVerifier, config });
   return app;
 }

@@ -41,10 +41,14 @@ const url = (env: string, schemes: string[], o: { description: string }) => Type
 /** Comma-separated values, each checked against `items`; unset is an empty list. */
 const list = <T extends TSchema>(env: string, items: T, o: { description: string }) => Type.Array(items, { env, ...o });
 
-/** A duration written `30s`, `15m`, `24h` or `7d`, in milliseconds. */
+/** A duration written `500ms`, `30s`, `15m`, `24h` or `7d`, in milliseconds. */
 const duration = (env: string, o: { default: string; description: string }) =>
   Type.Transform(Type.String({ env, pattern: DURATION.source, mustBe: 'a duration such as 0s, 30m, 24h or 7d', ...o }))
-    .Decode((text) => parseDuration(text)!).Encode((ms) => `${ms / 1000}s`);
+    .Decode((text) => parseDuration(text)!).Encode((ms) => `${ms}ms`);
+/** Comma-separated durations, in milliseconds. */
+const durations = (env: string, o: { default: string; description: string }) =>
+  Type.Transform(Type.String({ env, pattern: DURATIONS.source, mustBe: 'durations separated by commas, such as 5s,5m,30m', ...o }))
+    .Decode((text) => text.split(',').map((d) => parseDuration(d)!)).Encode((ms) => ms.map((d) => `${d}ms`).join(','));
 
 /** Unset means undefined rather than a default. */
 const optional = <T extends TSchema>(field: T) => Type.Union([field, Type.Undefined()], keywordsOf(field));
@@ -54,10 +58,11 @@ const orAuto = (field: TInteger, auto: () => number) =>
     .Decode((value) => (typeof value === 'number' ? value : auto()))
     .Encode((value) => value);
 
-const DURATION = /^(\d{1,6})([smhd])$/;
-const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION = /^(\d{1,6})(ms|[smhd])$/;
+const DURATIONS = /^\s*\d{1,6}(?:ms|[smhd])\s*(?:,\s*\d{1,6}(?:ms|[smhd])\s*)*$/;
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** "90d", "24h", "30m", "10s" to milliseconds; null when it is not such a duration. */
+/** "90d", "24h", "30m", "10s", "10ms" to milliseconds; null when it is not such a duration. */
 export function parseDuration(text: string): number | null {
   const m = DURATION.exec(text.trim());
   return m ? Number(m[1]) * UNIT_MS[m[2]!]! : null;
@@ -188,6 +193,22 @@ export const ConfigSchema = Type.Object({
     default: false,
     description: 'accept webhook endpoint URLs that are `http://` or that point at a loopback, private, link-local or otherwise internal address (local development, tests); never in production',
   }),
+  webhookTimeoutMs: duration('WEBHOOK_TIMEOUT', {
+    default: '15s',
+    description: 'how long a webhook endpoint has to answer a delivery with a 2xx; later, or any other answer (a redirect too), is a failed attempt',
+  }),
+  webhookRetryScheduleMs: durations('WEBHOOK_RETRY_SCHEDULE', {
+    default: '5s,5m,30m,2h,5h,10h,10h',
+    description: 'the waits before each retry of a failed delivery, comma-separated (the upstream\'s schedule); after the last the message is `failed` (recover it through the Management API)',
+  }),
+  webhookDisableAfterMs: duration('WEBHOOK_DISABLE_AFTER', {
+    default: '5d',
+    description: 'a webhook endpoint whose every attempt has failed for this long is disabled (a 410 answer disables it at once)',
+  }),
+  eventRetentionMs: duration('EVENT_RETENTION', {
+    default: '30d',
+    description: 'how long events and their webhook messages are kept (for the messages list and recover); a message still pending is kept until it is delivered or failed',
+  }),
   logLevel: oneOf('LOG_LEVEL', LOG_LEVELS, { default: 'info', description: '`fatal` … `trace`, or `silent`' }),
 });
 
@@ -281,6 +302,7 @@ export function loadConfig(env: Env = process.env): Config {
   const values = written as StaticEncode<typeof ConfigSchema>;
 
   if (values.databaseReadUrls.length > 0 && !values.databaseUrl) problems.push('DATABASE_READ_URLS needs DATABASE_URL (the primary)');
+  if (typeof values.webhookTimeoutMs === 'string' && parseDuration(values.webhookTimeoutMs) === 0) problems.push('WEBHOOK_TIMEOUT must be more than 0');
 
   if (problems.length > 0) throw new ConfigError(problems);
   // Checks `values` against the schema once more and applies the Transforms (PAGE_CACHE_MB to bytes, …).

@@ -11,10 +11,14 @@ import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
 import { startMetricsServer } from './http/metrics.js';
 import { LogDestination } from './http/fast-path/log-destination.js';
 import { purgeDeletedUsers, type PurgedUser } from './users/deletion.js';
+import { pruneEvents } from './events/claims.js';
+import { Dispatcher } from './events/dispatcher.js';
+import { registerDeliveryMetrics } from './events/metrics.js';
 
 /**
  * The process: configuration, database, listen, and an orderly shutdown.
- * Shutdown phases: stop accepting, let requests in flight finish (bounded by
+ * Shutdown phases: stop accepting and stop claiming webhook messages, let
+ * requests and delivery attempts in flight finish (bounded by
  * SHUTDOWN_GRACE_MS), flush key last-used times, close pools, stop the
  * embedded PostgreSQL.
  */
@@ -44,6 +48,13 @@ async function startServer(config: Config) {
   const flushTimer = setInterval(() => flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
   const purgeTimer = schedulePurges(db.sql, config, app.log);
+  // Webhook delivery, in every process (src/events/dispatcher.ts); attempts of any instance are claimed once.
+  const dispatcher = new Dispatcher(db.sql, {
+    timeoutMs: config.webhookTimeoutMs, retryScheduleMs: config.webhookRetryScheduleMs,
+    disableAfterMs: config.webhookDisableAfterMs, allowPrivate: config.webhookAllowPrivate, log: app.log,
+  });
+  registerDeliveryMetrics(app.metrics.registry, db.sql, dispatcher.stats);
+  await dispatcher.start();
 
   await app.listen({ port: config.port, host: config.host });
   // /metrics on its own listener (kept open until the end of shutdown), never on the API port.
@@ -69,7 +80,8 @@ async function startServer(config: Config) {
       }, drainMs);
       force.unref();
       try {
-        await app.close();
+        // Delivery stops claiming at once; its attempts in flight get the requests' time.
+        await Promise.all([app.close(), dispatcher.stop(drainMs)]);
         clearInterval(flushTimer);
         clearInterval(purgeTimer);
         await flushUses().catch(() => {});
@@ -95,7 +107,10 @@ function formatAddress(address: string | AddressInfo | null): string {
 /** How often each process looks for deleted users past the grace period (passes run one at a time across instances). */
 const PURGE_EVERY_MS = 60_000;
 
-/** Purges deleted users past DELETION_GRACE now and every minute, logging each one purged (never a key: the deleting key's id). */
+/**
+ * Purges deleted users past DELETION_GRACE now and every minute, logging each one purged (never a key: the deleting
+ * key's id); then deletes the events past EVENT_RETENTION.
+ */
 function schedulePurges(sql: Database['sql'], config: Config, log: App['log']): NodeJS.Timeout {
   let running = false;
   const logPurged = (users: PurgedUser[]) => {
@@ -106,6 +121,9 @@ function schedulePurges(sql: Database['sql'], config: Config, log: App['log']): 
     running = true;
     purgeDeletedUsers(sql, config.deletionGraceMs, logPurged)
       .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not purge deleted users'))
+      // Events past EVENT_RETENTION, with their messages.
+      .then(() => pruneEvents(sql, config.eventRetentionMs))
+      .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not prune old events'))
       .finally(() => { running = false; });
   };
   pass();

@@ -30,7 +30,7 @@ describe('hds check', () => {
     await sql?.end();
   });
 
-  it('agrees with what the service kept through creates, patches, deletes, undos, disconnections and a purge', async () => {
+  it('agrees with what the service kept through creates, patches, deletes, undos, demo connections, disconnections and a purge', async () => {
     const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, body?: object) => callAs(app, team.key, method, url, body);
     const withSources = team.users.filter((u, i) => u.connected_sources.length > 0 && i !== 0 && i !== 300);
     for (let i = 0; i < 5; i++) assert.equal((await call('POST', '/v2/user/', { client_user_id: `check-${i}-${Date.now()}` })).statusCode, 200);
@@ -39,6 +39,16 @@ describe('hds check', () => {
     assert.equal((await call('POST', `/v2/user/undo_delete?user_id=${team.users[300]!.user_id}`)).statusCode, 200);
     const link = withSources[1]!;
     assert.equal((await call('DELETE', `/v2/user/${link.user_id}/${link.connected_sources[0].source.slug}`)).statusCode, 200);
+    // Demo connections (users not touched above), one of them disconnected again, one of a user then deleted and restored.
+    const [demo, restored] = [team.users[500]!.user_id, team.users[501]!.user_id];
+    for (const provider of ['oura', 'fitbit', 'apple_health_kit', 'freestyle_libre']) {
+      assert.equal((await call('POST', '/v2/link/connect/demo', { user_id: demo, provider })).statusCode, 200);
+    }
+    assert.equal((await call('DELETE', `/v2/user/${demo}/fitbit`)).statusCode, 200);
+    assert.equal((await call('POST', '/v2/link/connect/demo', { user_id: restored, provider: 'oura' })).statusCode, 200);
+    assert.equal((await call('DELETE', `/v2/user/${restored}`)).statusCode, 200);
+    assert.equal((await call('POST', `/v2/user/undo_delete?user_id=${restored}`)).statusCode, 200);
+    assert.equal((await call('POST', '/v2/link/connect/demo', { user_id: restored, provider: 'freestyle_libre' })).statusCode, 200);
     const { teams, drifts } = await recountTeams(sql, [team.teamId, other.teamId]);
     assert.equal(teams, 2);
     assert.deepEqual(drifts, []);

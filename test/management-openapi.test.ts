@@ -47,6 +47,8 @@ describe('OpenAPI document: the Management API', () => {
       [`${webhook}/headers`, 'put', ['204', ...body, ...common]],
       [`${webhook}/secret`, 'get', ['200', ...common]],
       [`${webhook}/secret/rotate`, 'post', ['204', ...body, ...common]],
+      [`${webhook}/messages`, 'get', ['200', ...common]],
+      [`${webhook}/recover`, 'post', ['202', ...body, ...common]],
     ];
     for (const [url, method, statuses] of operations) {
       const op = built.paths[url]?.[method];

@@ -64,6 +64,7 @@ describe('OpenAPI document', () => {
       ['/v2/user/{user_id}/{provider}', 'delete', ['200', '404', ...common]],
       ['/v2/user/metrics', 'get', ['200', ...common]],
       ['/v2/team/users/search', 'get', ['200', ...common]],
+      ['/v2/link/connect/demo', 'post', ['200', '404', '413', '415', ...common]],
     ];
     for (const [url, method, statuses] of operations) {
       const op = built.paths[url]?.[method];

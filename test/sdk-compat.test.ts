@@ -15,6 +15,7 @@
  *   user.deregisterProvider  DELETE v2/user/{user_id}/{provider}
  *   user.getTeamMetrics      GET    v2/user/metrics
  *   team.getUserById         GET    v2/team/users/search?query_id=…
+ *   link.connectDemoProvider POST   v2/link/connect/demo
  * How the SDK surfaces errors: every method maps 422 to
  * UnprocessableEntityError (its body parsed as HTTPValidationError), create
  * also maps 400 to BadRequestError; every other status (401, 404, 409, and
@@ -522,6 +523,16 @@ describe('official SDK (@tryvital/vital-node) against this service', () => {
       const body = serialization.HttpValidationError.parseOrThrow(await res.json(), { unrecognizedObjectKeys: 'passthrough' });
       const items = (body.detail as unknown[]).map((i) => serialization.ValidationError.parseOrThrow(i, { unrecognizedObjectKeys: 'passthrough' }));
       assert.ok(hasLoc(items, ['path', 'provider']), JSON.stringify(items));
+    });
+
+    it('link.connectDemoProvider connects a demo source: its answer parses, and the connection shows in the providers', async () => {
+      const user = writes.users[3]!;
+      const answer = await writer.link.connectDemoProvider({ userId: user.user_id, provider: 'fitbit' });
+      assert.deepEqual(answer, { success: true, detail: `Connected user ${user.user_id} to provider fitbit` });
+      const providers = await writer.user.getConnectedProviders(user.user_id);
+      assert.ok((providers.providers ?? []).some((p) => p.slug === 'fitbit' && p.status === 'connected'));
+      assert.deepEqual(await writer.link.connectDemoProvider({ userId: user.user_id, provider: 'fitbit' }), answer, 'again: the same answer');
+      await refused(writer.link.connectDemoProvider({ userId: randomUUID(), provider: 'oura' }), 404, { detail: 'Not found' });
     });
 
     it('user.getTeamMetrics agrees with the list after the changes', async () => {

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
+import { registerWebhook } from '../src/management/webhooks.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
 import { callAs, appWithTwoTeams, teamWithKey, type TeamWithUsers, type TestTeam } from './helpers.js';
 
@@ -116,18 +117,31 @@ describe('DELETE /v2/user/{user_id}, undo and purge', () => {
     }
   });
 
-  it('purges after the grace period: no table or column of the schema holds the user any more', async () => {
+  it('purges after the grace period: no table or column of the schema holds the user any more, its events and messages included', async () => {
     const fresh: TestTeam = await teamWithKey(sql, 'purge');
+    // An endpoint, so that the user's events have messages (its URL never resolves, and no dispatcher runs here).
+    const endpoint = await registerWebhook(sql, fresh.teamId, { url: 'https://hooks.example.invalid/purge' }, { allowPrivate: false });
+    assert.ok(typeof endpoint === 'object' && 'webhook' in endpoint);
     const created = await call('POST', '/v2/user/', { client_user_id: `purge-${randomUUID()}`, fallback_time_zone: 'UTC' }, fresh.key);
     const userId = created.json().user_id as string;
-    // A connection, as an import would have made it.
+    // A connection, as an import would have made it, and one connected over the API.
     await sql`INSERT INTO sources (slug, name, logo) VALUES ('purge_test', 'Purge test', 'https://example.com/p.png') ON CONFLICT DO NOTHING`;
     await sql`INSERT INTO user_sources (user_id, source_id, created_on) SELECT ${userId}, source_id, now() FROM sources WHERE slug = 'purge_test'`;
+    assert.equal((await call('POST', '/v2/link/connect/demo', { user_id: userId, provider: 'oura' }, fresh.key)).statusCode, 200);
+    assert.equal((await call('PATCH', `/v2/user/${userId}`, { fallback_time_zone: 'Europe/Paris' }, fresh.key)).statusCode, 204);
     assert.equal((await del(userId, fresh.key)).statusCode, 200);
 
     assert.equal(await purgeDeletedUsers(sql, 3_600_000), 0, 'within the grace period nothing is purged');
     assert.equal((await undo(`user_id=${userId}`, fresh.key)).statusCode, 200, 'and it can still be undone');
     assert.equal((await del(userId, fresh.key)).statusCode, 200);
+
+    const events = (await sql<{ event_id: string }[]>`SELECT event_id FROM events WHERE user_id = ${userId}`).map((e) => e.event_id);
+    const messagesOf = async () => (await sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM webhook_messages WHERE event_id = ANY(${events}::uuid[])`)[0]!.n;
+    // Created, connected, updated, its 2 connections deleted and itself deleted, restored, deleted.
+    assert.equal(events.length, 8);
+    assert.equal(await messagesOf(), 8);
+    await sql`UPDATE webhook_messages SET status = 'failed', attempts = 8, last_attempt_at = now(), last_status_code = 500 WHERE event_id = ${events[0]!}`;
 
     // Its grace period over, and no other test's (the purge is of the whole database).
     await sql`UPDATE deleted_users SET deleted_at = now() - interval '2 hours' WHERE user_id = ${userId}`;
@@ -135,6 +149,8 @@ describe('DELETE /v2/user/{user_id}, undo and purge', () => {
     assert.ok(await purgeDeletedUsers(sql, 3_600_000, (users) => purged.push(...users.map((u) => u.user_id))) >= 1);
     assert.ok(purged.includes(userId));
     assert.deepEqual(await tablesHolding(sql, userId), [], 'every row that held the user is deleted');
+    assert.equal(await messagesOf(), 0, 'its messages and their attempts are deleted');
+    for (const eventId of events) assert.deepEqual(await tablesHolding(sql, eventId), [], 'nothing holds its events');
     assert.equal((await undo(`user_id=${userId}`, fresh.key)).statusCode, 404, 'a purged user cannot be restored');
   });
 });

@@ -12,6 +12,8 @@ export const LAYERS = [
   ['cluster.ts', 'cli'],
   ['demo-seed.ts'],
   ['app.ts'],
+  // Webhook delivery: the dispatcher that every server process runs beside the API.
+  ['events'],
   // The resources: the user resource, the bulk import/export engine, the Management API.
   ['users', 'import', 'management'],
   // Every write to a team's users: the team's derived state, the stored user's columns.

@@ -26,13 +26,14 @@ export async function registerOpenApi(app: FastifyInstance, content: { schemas: 
         version: VERSION,
         description: 'Self-hostable health-data aggregation service. Every `/v2/user` route needs a team API key '
           + `in the \`${API_KEY_HEADER}\` header (or the upstream's \`${UPSTREAM_API_KEY_HEADER}\`; ours wins when both are sent). `
-          + `The Management API (\`/v1/org/{org_id}/…\`: teams, team keys, webhook endpoints) needs a management key in the \`${MANAGEMENT_KEY_HEADER}\` header `
+          + `The Management API (\`/v1/org/{org_id}/…\`: teams, team keys, webhook endpoints and their messages) needs a management key in the \`${MANAGEMENT_KEY_HEADER}\` header `
           + 'instead; neither kind of key works on the other\'s routes. '
           + 'Error bodies follow the FastAPI convention: `{"detail": ...}`.',
       },
       tags: [
         { name: 'user', description: "The team's end users" },
-        { name: 'management', description: 'The Management API: teams, team API keys and webhook endpoints, with a management key (issued with `hds management-keys create`)' },
+        { name: 'link', description: "Connecting a user to a source: the upstream's demo connection" },
+        { name: 'management', description: 'The Management API: teams, team API keys, webhook endpoints and their messages, with a management key (issued with `hds management-keys create`)' },
         { name: 'operations', description: 'Liveness and readiness probes (no key)' },
       ],
       components: {

@@ -11,6 +11,10 @@ const WEBHOOK = {
   id: 'b6a0e2c4-1d3f-4a5b-9c8d-7e6f5a4b3c2d', url: 'https://hooks.example.com/health-data', description: 'Production receiver',
   rate_limit: null, disabled: false, filter_types: ['user.created', 'user.deleted'], created_at: TIME, updated_at: TIME,
 };
+const MESSAGE = {
+  id: 'msg_2f0c7e9a4b1d4c3e8f5a6b7c8d9e0f1a', event_type: 'user.created', created_at: TIME, status: 'delivered', attempts: 1,
+  last_attempt_at: TIME, last_status_code: 204,
+};
 const NEXT = 'WyIyMDI2LTExLTI1VDA5OjQxOjA3LjEyMzQ1NiswMDowMCIsIjNhYWM2NzdjLTU1N2YtNDBiNy05MjUxLTAzMTVjMWY0OGU3NyJd.q1Ww0m2hS8XKc3LxNlM9_A';
 
 const TEAM_MISSING = 'Team not found';
@@ -30,6 +34,8 @@ export const managementExamples: OpenApiExamples = {
     WebhookList: { data: [WEBHOOK], next_cursor: null },
     WebhookHeaders: { headers: { 'x-environment': 'production' }, sensitive: ['authorization'] },
     WebhookSecret: { key: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' },
+    WebhookMessage: MESSAGE,
+    WebhookMessageList: { data: [MESSAGE], next_cursor: null },
   },
   errorMessageByStatus: {
     'getOrg:404': OTHER_PATH,
@@ -51,6 +57,8 @@ export const managementExamples: OpenApiExamples = {
     'putWebhookHeaders:404': WEBHOOK_MISSING,
     'getWebhookSecret:404': WEBHOOK_MISSING,
     'rotateWebhookSecret:404': WEBHOOK_MISSING,
+    'listWebhookMessages:404': WEBHOOK_MISSING,
+    'recoverWebhookMessages:404': WEBHOOK_MISSING,
   },
   requestBody: undefined,
   requestBodyByOperation: {
@@ -61,5 +69,6 @@ export const managementExamples: OpenApiExamples = {
     patchWebhook: { disabled: true },
     putWebhookHeaders: { headers: { authorization: 'Bearer 9f3c…', 'x-environment': 'production' } },
     rotateWebhookSecret: {},
+    recoverWebhookMessages: { since: TIME },
   },
 };

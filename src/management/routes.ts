@@ -4,6 +4,7 @@ import { pathNotFound } from '../errors/catalogue.js';
 import { refuseLongParams } from '../http/long-params.js';
 import { methodNotAllowedRoutes } from '../http/methods.js';
 import { keyRoutes } from './key-routes.js';
+import { messageRoutes } from './message-routes.js';
 import { ListCursors, type ManagementDeps } from './route-parts.js';
 import { teamRoutes } from './team-routes.js';
 import { webhookRoutes } from './webhook-routes.js';
@@ -24,6 +25,8 @@ const ROUTES: Record<string, HTTPMethods[]> = {
   [`${WEBHOOK}/headers`]: ['GET', 'HEAD', 'PUT'],
   [`${WEBHOOK}/secret`]: ['GET', 'HEAD'],
   [`${WEBHOOK}/secret/rotate`]: ['POST'],
+  [`${WEBHOOK}/messages`]: ['GET', 'HEAD'],
+  [`${WEBHOOK}/recover`]: ['POST'],
 };
 
 /**
@@ -62,6 +65,7 @@ export async function managementRoutes(app: FastifyInstance, deps: ManagementDep
     await scope.register(teamRoutes, { deps, cursors });
     await scope.register(keyRoutes, { deps, cursors });
     await scope.register(webhookRoutes, { deps, cursors });
+    await scope.register(messageRoutes, { deps, cursors });
   });
   methodNotAllowedRoutes(app, ROUTES);
 }

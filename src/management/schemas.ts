@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ENVIRONMENTS, REGIONS } from '../config.js';
 import { EVENT_TYPES } from './event-types.js';
+import { MESSAGE_STATUSES } from './message-store.js';
 
 /**
  * The Management API's wire shapes (contract section 11), as TypeBox
@@ -147,5 +148,30 @@ export const RotateSecretBody = Type.Object({
   key: Type.Optional(Type.String({ maxLength: 200, description: 'The new secret (whsec_ + base64 of 24 to 64 bytes); a new one when left out' })),
 });
 
+export const MessageListQuery = Type.Object({
+  status: Type.Optional(Type.String({ enum: [...MESSAGE_STATUSES], description: 'Only the messages in this state' })),
+  next_cursor: Type.Optional(Cursor),
+  limit: Limit,
+});
+export const Message = Type.Object({
+  id: Type.String({ description: 'The webhook-id (svix-id) of its deliveries: the same on every attempt', examples: ['msg_2f0c7e9a4b1d4c3e8f5a6b7c8d9e0f1a'] }),
+  event_type: Type.String({ enum: [...EVENT_TYPES] }),
+  created_at: DateTime,
+  status: Type.String({ enum: [...MESSAGE_STATUSES], description: 'pending: to be attempted (again); delivered; failed: no retry left' }),
+  attempts: Type.Integer({ description: 'Attempts made since the message was created or recovered' }),
+  last_attempt_at: nullable(DateTime),
+  last_status_code: nullable(Type.Integer(), { description: 'The last answer\'s status; null when none came (a timeout, a refused connection)' }),
+}, { $id: 'WebhookMessage' });
+export const MessageList = Type.Object({
+  data: Type.Array(Type.Ref(Message)),
+  next_cursor: nullable(Type.String()),
+}, { $id: 'WebhookMessageList' });
+export const RecoverBody = Type.Object({
+  since: Type.String({ format: 'date-time', description: 'Every failed message created at this time or later is sent again' }),
+});
+
 /** The schemas routes reference by $id: added to the app, and components of the OpenAPI document. */
-export const managementSchemas = [Org, Team, TeamList, Empty, TeamApiKey, TeamApiKeyList, KeyRevocation, Webhook, WebhookList, WebhookHeaders, WebhookSecret];
+export const managementSchemas = [
+  Org, Team, TeamList, Empty, TeamApiKey, TeamApiKeyList, KeyRevocation, Webhook, WebhookList, WebhookHeaders, WebhookSecret,
+  Message, MessageList,
+];

@@ -111,7 +111,8 @@ export async function findCurrentSecret(sql: Sql, teamId: string, id: string): P
 /**
  * Every secret that signs the endpoint's deliveries now, the current one
  * first: during a rotation's overlap also the ones it replaced (section 10:
- * one signature per valid secret). For the delivery (the events issue).
+ * one signature per valid secret). The delivery's claim reads them by the
+ * same rule in its own statement (src/events/claims.ts).
  */
 export async function signingSecrets(sql: Sql, teamId: string, id: string): Promise<string[]> {
   const rows = await sql<{ secret: string }[]>`

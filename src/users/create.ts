@@ -156,8 +156,10 @@ function insertUsers(sql: Queryable, teamId: string, asked: Asked[], anyOrder: b
         p.ingestion_start::date, p.ingestion_end::date,
         replace(p.template, chr(1), to_json(p.at) #>> '{}')
       FROM placed p WHERE (SELECT in_order FROM ordered)
-      RETURNING user_id, doc
-    ), ${teamChange(sql, teamId, { appended: 'created' })}
+      RETURNING user_id, client_user_id, doc
+    ), created_events AS (
+      SELECT 'user.created' AS event_type, user_id, client_user_id, doc AS data FROM created
+    ), ${teamChange(sql, teamId, { appended: 'created', events: 'created_events' })}
     SELECT c.doc, (SELECT in_order FROM ordered) AS in_order
     FROM asked a LEFT JOIN created c USING (user_id)
     ORDER BY a.ord`;

@@ -17,9 +17,12 @@ import { columnList, USER_FIELDS } from '../writes/user-columns.js';
 
 /**
  * Schedules the team's user for deletion; false when the team has no such
- * live user. Its connections go with it; the team's state follows.
+ * live user. Its connections go with it; the team's state follows. Events:
+ * `provider.connection.deleted` for each connection removed, then
+ * `user.deleted`, whose `purge_after` is when the grace period (`graceMs`)
+ * ends.
  */
-export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId: string): Promise<boolean> {
+export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId: string, graceMs: number): Promise<boolean> {
   const fields = columnList(sql, USER_FIELDS);
   const rows = await retryingDeadlocks(() => sql`
     WITH moved AS (
@@ -29,8 +32,20 @@ export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId
       INSERT INTO deleted_users (${fields}, position, doc, deleted_at, deleted_by_key)
       SELECT ${fields}, position, doc_without_sources(doc), now(), ${keyId} FROM moved
     ), links AS (
-      DELETE FROM user_sources us USING moved m WHERE us.user_id = m.user_id RETURNING us.created_on
-    ), ${teamChange(sql, teamId, { left: 'moved', unlinked: 'links' })}
+      DELETE FROM user_sources us USING moved m WHERE us.user_id = m.user_id RETURNING us.created_on, us.source_id
+    ), moved_events AS (
+      SELECT 'provider.connection.deleted' AS event_type, m.user_id, m.client_user_id,
+        '{"user_id":"' || m.user_id || '","provider":' || s.json || ',"source":' || s.json || '}' AS data
+      FROM moved m CROSS JOIN (
+        SELECT l.created_on, c.slug, '{"name":' || to_json(c.name)::text || ',"slug":' || to_json(c.slug)::text || ',"logo":' || to_json(c.logo)::text || '}' AS json
+        FROM links l JOIN sources c USING (source_id)
+        ORDER BY l.created_on, c.slug COLLATE "C") s
+      UNION ALL
+      SELECT 'user.deleted', m.user_id, m.client_user_id,
+        '{"user_id":"' || m.user_id || '","client_user_id":' || to_json(m.client_user_id::text)::text
+          || ',"purge_after":' || to_json(now() + ${graceMs} * interval '1 millisecond')::text || '}'
+      FROM moved m
+    ), ${teamChange(sql, teamId, { left: 'moved', unlinked: 'links', events: 'moved_events' })}
     SELECT user_id FROM moved`);
   return rows.length === 1;
 }
@@ -62,8 +77,10 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
       ), back AS (
         INSERT INTO users (${fields}, position, doc)
         SELECT ${fields}, position, doc FROM restored
-        RETURNING user_id, position
-      ), ${teamChange(sql, teamId, { returned: 'back' })}
+        RETURNING user_id, position, client_user_id, doc
+      ), back_events AS (
+        SELECT 'user.restored' AS event_type, user_id, client_user_id, doc AS data FROM back
+      ), ${teamChange(sql, teamId, { returned: 'back', events: 'back_events' })}
       SELECT user_id FROM back`);
     return rows.length === 1 ? { restored: rows[0]!.user_id } : 'none';
   } catch (err) {
@@ -85,23 +102,31 @@ const PURGE_BATCH = 500;
 
 /**
  * Purges the users whose deletion is older than the grace period: their row
- * in `deleted_users`, the last one that holds them (their connections went
- * at deletion). In batches, each its own short transaction, so that no lock
- * is held for long; a batch runs only while no other instance purges. Every
- * purged user is handed to `onPurged` (for the log). Returns how many.
+ * in `deleted_users`, and every event about them with its messages and
+ * their attempts (contract section 10: erasure; their connections went at
+ * deletion). In batches, each one statement and its own short transaction,
+ * so that no lock is held for long; a batch runs only while no other
+ * instance purges. Every purged user is handed to `onPurged` (for the log).
+ * Returns how many.
  */
 export async function purgeDeletedUsers(sql: Sql, graceMs: number, onPurged: (users: PurgedUser[]) => void = () => {}): Promise<number> {
   let purged = 0;
   for (;;) {
     const batch = await sql<PurgedUser[]>`
-      WITH purger AS (SELECT pg_try_advisory_xact_lock(${PURGE_LOCK}) AS alone)
-      DELETE FROM deleted_users
-      WHERE (SELECT alone FROM purger) AND user_id IN (
-        SELECT user_id FROM deleted_users
-        WHERE deleted_at <= now() - ${graceMs} * interval '1 millisecond'
-        ORDER BY deleted_at LIMIT ${PURGE_BATCH}
-        FOR UPDATE SKIP LOCKED)
-      RETURNING team_id, user_id, deleted_by_key`;
+      WITH purger AS (SELECT pg_try_advisory_xact_lock(${PURGE_LOCK}) AS alone
+      ), purged AS (
+        DELETE FROM deleted_users
+        WHERE (SELECT alone FROM purger) AND user_id IN (
+          SELECT user_id FROM deleted_users
+          WHERE deleted_at <= now() - ${graceMs} * interval '1 millisecond'
+          ORDER BY deleted_at LIMIT ${PURGE_BATCH}
+          FOR UPDATE SKIP LOCKED)
+        RETURNING team_id, user_id, deleted_by_key
+      ), events_gone AS (
+        -- Their messages go with them (ON DELETE CASCADE).
+        DELETE FROM events WHERE user_id IN (SELECT user_id FROM purged)
+      )
+      SELECT * FROM purged`;
     if (batch.length > 0) onPurged([...batch]);
     purged += batch.length;
     if (batch.length < PURGE_BATCH) return purged;

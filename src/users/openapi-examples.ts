@@ -37,6 +37,7 @@ const EXAMPLE_BY_REF: Record<string, unknown> = {
     },
   },
   Success: { success: true },
+  ConnectDemoAnswer: { success: true, detail: `Connected user ${USER_EXAMPLE.user_id} to provider oura` },
   ProviderList: {
     providers: [{
       ...OURA, created_on: TIME, status: 'connected', external_user_id: null, error_details: null, resource_availability: {},
@@ -60,6 +61,7 @@ const ERROR_MESSAGE_BY_STATUS: Record<string, string> = {
   'getUser:404': 'Not found',
   'resolveUser:404': 'User not found',
   'undoDeleteUser:404': 'No user of this team is scheduled for deletion under this id',
+  'connectDemoProvider:404': 'Not found',
   409: 'Client user id already exists',
   413: 'Request body too large',
   415: 'Unsupported Media Type',
@@ -78,4 +80,5 @@ export const userExamples: OpenApiExamples = {
   byRef: EXAMPLE_BY_REF,
   errorMessageByStatus: ERROR_MESSAGE_BY_STATUS,
   requestBody: CREATE_USER_EXAMPLE,
+  requestBodyByOperation: { connectDemoProvider: { user_id: USER_EXAMPLE.user_id, provider: 'oura' } },
 };

@@ -94,7 +94,7 @@ export async function patchUser(sql: Sql, teamId: string, userId: string, patch:
     user.ingestion_start = start ?? null;
     user.ingestion_end = end ?? null;
     try {
-      if (await writePatched(sql, teamId, userId, row.version, user)) return 'patched';
+      if (await writePatched(sql, teamId, userId, row.version, user, row.doc)) return 'patched';
     } catch (err) {
       if (isUniqueViolation(err)) return 'conflict';
       throw err;
@@ -102,10 +102,16 @@ export async function patchUser(sql: Sql, teamId: string, userId: string, patch:
   }
 }
 
-/** Writes the user as `user`, if its row is still at `version`; true when it was. */
-async function writePatched(sql: Sql, teamId: string, userId: string, version: string, user: UserDocInput<string>): Promise<boolean> {
+/**
+ * Writes the user as `user`, if its row is still at `version`; true when it
+ * was. A `user.updated` event is recorded when the User object changed (a
+ * value, or when and by whom one was set): not when `doc`, the stored one,
+ * is what the patch makes again.
+ */
+async function writePatched(sql: Sql, teamId: string, userId: string, version: string, user: UserDocInput<string>, doc: string): Promise<boolean> {
   const tz = user.fallback_time_zone;
   const bd = user.fallback_birth_date;
+  const patched = userDocument(user);
   // Times are bound as text: the driver would turn a timestamptz parameter into a JS Date and drop the microseconds.
   const written = await retryingDeadlocks(() => sql`
     WITH changed AS (
@@ -116,10 +122,12 @@ async function writePatched(sql: Sql, teamId: string, userId: string, version: s
         fallback_birth_date = ${bd?.value ?? null}, fallback_birth_date_source = ${bd?.source_slug ?? null},
         fallback_birth_date_updated_at = ${bd?.updated_at ?? null}::text::timestamptz,
         ingestion_start = ${user.ingestion_start}, ingestion_end = ${user.ingestion_end},
-        doc = ${userDocument(user)}
+        doc = ${patched}
       WHERE team_id = ${teamId} AND user_id = ${userId} AND xmin = ${version}::xid
-      RETURNING user_id
-    ), ${teamChange(sql, teamId, { changed: 'changed' })}
+      RETURNING user_id, client_user_id, doc
+    ), changed_events AS (
+      SELECT 'user.updated' AS event_type, user_id, client_user_id, doc AS data FROM changed WHERE ${patched !== doc}
+    ), ${teamChange(sql, teamId, { changed: 'changed', events: 'changed_events' })}
     SELECT 1 FROM changed`);
   return written.length === 1;
 }

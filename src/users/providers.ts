@@ -1,5 +1,5 @@
 import type { Sql } from '../db/client.js';
-import { parseUserDocument, userDocument } from '../user-document/document.js';
+import { parseUserDocument, userDocument, type SourceRef } from '../user-document/document.js';
 import { retryingDeadlocks } from './retry.js';
 import { teamChange } from '../writes/team-state.js';
 
@@ -39,17 +39,27 @@ export function providersBody(doc: Buffer): string {
 export type DeregisterResult = 'removed' | 'missing' | 'not_connected';
 
 /**
+ * The data of a `provider.connection.*` event (contract section 10): the
+ * source as the user's document has it, under both of the upstream's names.
+ */
+export function connectionEventData(userId: string, source: SourceRef, extra = ''): string {
+  const json = JSON.stringify({ name: source.name, slug: source.slug, logo: source.logo });
+  return `{"user_id":"${userId}","provider":${json},"source":${json}${extra}}`;
+}
+
+/**
  * Removes the connection of the team's user to the source `slug`, with the
- * user's row locked: its document is built again without it, and the team's
- * state follows.
+ * user's row locked: its document is built again without it, the team's
+ * state follows, and a `provider.connection.deleted` event is recorded.
  */
 export async function deregisterProvider(sql: Sql, teamId: string, userId: string, slug: string): Promise<DeregisterResult> {
   return retryingDeadlocks(() => sql.begin(async (tx) => {
     const [row] = await tx<{ doc: string }[]>`SELECT doc FROM users WHERE team_id = ${teamId} AND user_id = ${userId} FOR UPDATE`;
     if (!row) return 'missing';
     const user = parseUserDocument(row.doc);
-    const kept = user.connected_sources.filter((cs) => cs.source.slug !== slug);
-    if (kept.length === user.connected_sources.length) return 'not_connected';
+    const removed = user.connected_sources.find((cs) => cs.source.slug === slug);
+    if (!removed) return 'not_connected';
+    const kept = user.connected_sources.filter((cs) => cs !== removed);
     await tx`
       WITH gone AS (
         DELETE FROM user_sources us USING sources s
@@ -57,8 +67,10 @@ export async function deregisterProvider(sql: Sql, teamId: string, userId: strin
         RETURNING us.created_on
       ), doc AS (
         UPDATE users SET doc = ${userDocument({ ...user, connected_sources: kept })} WHERE team_id = ${teamId} AND user_id = ${userId}
-        RETURNING user_id
-      ), ${teamChange(tx, teamId, { unlinked: 'gone', changed: 'doc' })}
+        RETURNING user_id, client_user_id
+      ), doc_events AS (
+        SELECT 'provider.connection.deleted' AS event_type, user_id, client_user_id, ${connectionEventData(userId, removed.source)}::text AS data FROM doc
+      ), ${teamChange(tx, teamId, { unlinked: 'gone', changed: 'doc', events: 'doc_events' })}
       SELECT 1`;
     return 'removed';
   }));

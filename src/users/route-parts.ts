@@ -15,6 +15,8 @@ export interface UserRoutesDeps {
   verifier: KeyVerifier;
   /** The per-team rate limit (src/http/rate-limit.ts), checked once the key is verified. */
   limitTeam: TeamLimitHook;
+  /** DELETION_GRACE: a `user.deleted` event says when its purge will run. */
+  deletionGraceMs: number;
 }
 
 /** Either header carries the key (src/auth/authenticate.ts). */

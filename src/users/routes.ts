@@ -2,6 +2,7 @@ import type { FastifyInstance, HTTPMethods } from 'fastify';
 import { requireApiKey } from '../auth/authenticate.js';
 import { refuseLongParams } from '../http/long-params.js';
 import { methodNotAllowedRoutes } from '../http/methods.js';
+import { linkRoutes } from './link-routes.js';
 import { readRoutes } from './read-routes.js';
 import type { UserRoutesDeps } from './route-parts.js';
 import { writeRoutes } from './write-routes.js';
@@ -18,6 +19,7 @@ const ROUTES: Record<string, HTTPMethods[]> = {
   '/v2/user/:user_id': ['GET', 'HEAD', 'PATCH', 'DELETE'],
   '/v2/user/:user_id/:provider': ['DELETE'],
   '/v2/team/users/search': ['GET', 'HEAD'],
+  '/v2/link/connect/demo': ['POST'],
 };
 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
@@ -29,6 +31,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     scope.addHook('onRequest', deps.limitTeam);
     await scope.register(readRoutes, deps);
     await scope.register(writeRoutes, deps);
+    await scope.register(linkRoutes, deps);
   });
   methodNotAllowedRoutes(app, ROUTES);
 }

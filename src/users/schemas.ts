@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ErrorMessage, ValidationError } from '../errors/schemas.js';
+import { DEMO_PROVIDERS } from './connect.js';
 import { LARGEST_PAGE } from './queries.js';
 
 const DateTime = Type.String({ format: 'date-time', examples: ['2022-08-04T12:42:45.596792+00:00'] });
@@ -101,6 +102,15 @@ export const SearchQuery = Type.Object({ query_id: Type.String({ minLength: 2, d
 
 export const Success = Type.Object({ success: Type.Boolean() }, { $id: 'Success' });
 
+export const ConnectDemoBody = Type.Object({
+  user_id: Uuid,
+  provider: Type.String({ enum: [...DEMO_PROVIDERS], description: 'The demo source to connect' }),
+}, { description: 'Unknown fields are ignored.' });
+export const ConnectDemoAnswer = Type.Object({
+  success: Type.Boolean(),
+  detail: Type.String({ examples: ['Connected user 409d9870-21fb-443a-8daa-c5222659f40e to provider oura'] }),
+}, { $id: 'ConnectDemoAnswer' });
+
 export const ConnectedProvider = Type.Object({
   name: Type.String({ examples: ['Oura'] }),
   slug: Type.String({ examples: ['oura'] }),
@@ -138,5 +148,5 @@ export const ClientUserIdConflict = Type.Object({
 /** Every schema the routes reference by $id, in the order the OpenAPI document lists them. */
 export const userSchemas = [
   Source, ConnectedSource, FallbackTimeZone, FallbackBirthDate, User, UserList, ErrorMessage, ValidationError, ClientUserIdConflict,
-  Success, ConnectedProvider, ProviderList, TeamMetrics,
+  Success, ConnectedProvider, ProviderList, TeamMetrics, ConnectDemoAnswer,
 ];

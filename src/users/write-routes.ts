@@ -21,7 +21,7 @@ const CONFLICT = { 409: Type.Ref(ErrorMessage, { description: 'Another live user
 /** The routes that change users; each is one call into the module that writes. */
 export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
-  const { reads, write } = deps;
+  const { reads, write, deletionGraceMs } = deps;
 
   /** A miss on a user to change: scheduled for deletion, or not the team's at all. */
   const missing = async (teamId: string, userId: string) =>
@@ -99,7 +99,7 @@ export async function writeRoutes(app: FastifyInstance, deps: UserRoutesDeps): P
   }, async (request) => {
     const { teamId, keyId } = callerOf(request);
     const { user_id } = request.params;
-    if (!(await deleteUser(write, teamId, user_id, keyId))) throw await missing(teamId, user_id);
+    if (!(await deleteUser(write, teamId, user_id, keyId, deletionGraceMs))) throw await missing(teamId, user_id);
     request.log.info({ team_id: teamId, key_id: keyId, user_id }, 'user scheduled for deletion');
     return SUCCESS;
   });

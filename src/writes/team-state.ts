@@ -17,9 +17,15 @@ import type { Queryable, Tx } from '../db/client.js';
  * all of it from the users. A purge changes none of it: the purged user was
  * out of the counts since its deletion, and its position stays a hole.
  *
+ * The events of a change (contract section 10) are recorded here too, in
+ * the same statement: a change that commits has them, one that rolls back
+ * has none. Each goes to the team's enabled webhook endpoints whose
+ * filter_types hold its type, as one message each (src/events/ delivers
+ * them; migrations/011).
+ *
  * Two forms. `teamChange` gives the common-table expressions that a
- * single-statement write (create, patch, delete, undo, disconnect) ends
- * with, so that the team's row is locked only for that statement and its
+ * single-statement write (create, patch, delete, undo, connect, disconnect)
+ * ends with, so that the team's row is locked only for that statement and its
  * commit. The functions after it are whole statements, for writes made of
  * several (the import, a renumbering, the bench's restore).
  */
@@ -37,8 +43,16 @@ export interface UsersChanged {
   returned?: string;
   /** Connections removed from the team's live users: one row each, with its `created_on`. */
   unlinked?: string;
+  /** Connections added to the team's live users: one row each, with its `created_on` (not with `unlinked`). */
+  linked?: string;
   /** Any row: the team's users changed otherwise (a stored document); only the version moves. */
   changed?: string;
+  /**
+   * The events of the change, one row each: `event_type`, `user_id`,
+   * `client_user_id` and `data` (the event's data as JSON text), in the
+   * order they happened.
+   */
+  events?: string;
 }
 
 type Fragment = PendingQuery<Row[]>;
@@ -52,10 +66,12 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
   const count = (relation: string | undefined) => (relation ? sql`(SELECT count(*)::int FROM ${sql(relation)})` : sql`0`);
   const position = (relation: string | undefined) => (relation ? sql`(SELECT max(position) FROM ${sql(relation)})` : sql`NULL::bigint`);
   const any = change.changed ? sql`EXISTS (SELECT 1 FROM ${sql(change.changed)})` : sql`false`;
+  if (change.linked && change.unlinked) throw new Error('teamChange: a statement links or unlinks, not both');
   const parts: Fragment[] = [sql`
     team_delta AS (
       SELECT ${count(change.appended)} AS appended, ${position(change.left)} AS left_at,
-        ${position(change.returned)} AS returned_at, ${count(change.unlinked)} AS unlinked, ${any} AS changed
+        ${position(change.returned)} AS returned_at, ${count(change.unlinked)} AS unlinked,
+        ${count(change.linked)} AS linked, ${any} AS changed
     )`];
   if (change.unlinked) {
     parts.push(sql`
@@ -65,6 +81,15 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
       WHERE w.team_id = ${teamId} AND w.week = c.week
     )`);
   }
+  if (change.linked) {
+    parts.push(sql`
+    team_weeks AS (
+      INSERT INTO team_source_weeks AS w (team_id, week, connections)
+      SELECT ${teamId}, source_week(created_on), count(*)::int FROM ${sql(change.linked)} GROUP BY 2
+      ON CONFLICT (team_id, week) DO UPDATE SET connections = w.connections + excluded.connections
+    )`);
+  }
+  if (change.events) parts.push(...teamEvents(sql, teamId, change.events));
   if (change.left) {
     parts.push(sql`
     team_holes_opened AS (
@@ -90,12 +115,36 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
           WHEN d.left_at IS NOT NULL THEN list_add(t.list_tree, d.left_at, -1)
           WHEN d.returned_at IS NOT NULL THEN list_add(t.list_tree, d.returned_at, 1)
           ELSE list_add_range(t.list_tree, t.next_position, d.appended) END,
-        connected_sources = t.connected_sources - d.unlinked
+        connected_sources = t.connected_sources - d.unlinked + d.linked
       FROM team_delta d
       WHERE t.team_id = ${teamId}
-        AND (d.appended > 0 OR d.left_at IS NOT NULL OR d.returned_at IS NOT NULL OR d.unlinked > 0 OR d.changed)
+        AND (d.appended > 0 OR d.left_at IS NOT NULL OR d.returned_at IS NOT NULL OR d.unlinked > 0 OR d.linked > 0 OR d.changed)
     )`);
   return parts.reduce((all, part) => sql`${all},${part}`);
+}
+
+/**
+ * The events of `relation` recorded with the envelope of section 10 as
+ * their body, and one message each for every enabled endpoint of the team
+ * that takes its type. The messages' insert wakes the dispatchers as it
+ * commits (a trigger's NOTIFY); a team without endpoints pays no NOTIFY.
+ */
+function teamEvents(sql: Queryable, teamId: string, relation: string): Fragment[] {
+  return [sql`
+    team_events AS (
+      INSERT INTO events (team_id, user_id, event_type, body)
+      SELECT ${teamId}, e.user_id, e.event_type,
+        '{"event_type":"' || e.event_type || '","data":' || e.data || ',"user_id":"' || e.user_id
+          || '","client_user_id":' || to_json(e.client_user_id::text)::text || ',"team_id":"' || ${teamId}::uuid || '"}'
+      FROM ${sql(relation)} e
+      RETURNING event_id, event_type, created_at
+    )`, sql`
+    team_messages AS (
+      INSERT INTO webhook_messages (event_id, endpoint_id, created_at)
+      SELECT e.event_id, w.endpoint_id, e.created_at
+      FROM team_events e JOIN webhook_endpoints w
+        ON w.team_id = ${teamId} AND NOT w.disabled AND (w.filter_types IS NULL OR e.event_type = ANY (w.filter_types))
+    )`];
 }
 
 /** Locks the teams (in id order, as every writer does) for the rest of the transaction; returns their ids. */

@@ -1,0 +1,321 @@
+/**
+ * Webhook delivery (contract section 10) on a PostgreSQL of its own, with
+ * receivers on the loopback: signed deliveries that `svix` and
+ * `standardwebhooks` verify, both header families and the custom headers;
+ * both secrets signing during a rotation; filter_types; retries with the
+ * same webhook-id, then `failed`, and recover; a 410 and a failure streak
+ * disable the endpoint; a dead endpoint never delays another; rate_limit;
+ * two dispatchers make each attempt once; an endpoint that fails at random
+ * still receives every event; the private-address rule at each delivery;
+ * the messages route; and no secret or header value in the log.
+ * WEBHOOK_RETRY_SCHEDULE is 20 × 10ms here: a test waits on what it
+ * expects (with only a bound against a hang), never on a fixed time.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import type { App } from '../src/app.js';
+import type { Sql } from '../src/db/client.js';
+import { openDatabase, type Database } from '../src/db/database.js';
+import { Dispatcher } from '../src/events/dispatcher.js';
+import { Sender } from '../src/events/send.js';
+import { buildApp } from '../src/app.js';
+import { callAs, collectingStream, teamWithKey, testConfig, until, watchForCrashes, type TestTeam } from './helpers.js';
+import { manage, managementKey, type Management } from './management-helpers.js';
+import { privateDatabase, receiver, seeded, verified, type Answer, type Delivery, type PrivateDatabase, type Receiver } from './webhook-helpers.js';
+
+const RETRIES = 20;
+const ENV = {
+  WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT: '1s', WEBHOOK_RETRY_SCHEDULE: Array.from({ length: RETRIES }, () => '10ms').join(','),
+};
+const HANG_MS = 60_000;
+const MSG_ID = /^msg_[0-9a-f]{32}$/;
+
+describe('webhook delivery', () => {
+  let pg: PrivateDatabase;
+  let db: Database;
+  let sql: Sql;
+  let app: App;
+  let dispatcher: Dispatcher;
+  let m: Management;
+  const log = collectingStream();
+  const receivers: Receiver[] = [];
+  const secrets: string[] = [];
+  const headerValues: string[] = [];
+  let crashes: ReturnType<typeof watchForCrashes>;
+
+  const newDispatcher = () => {
+    const config = testConfig({ DATABASE_URL: pg.url, ...ENV });
+    return new Dispatcher(sql, {
+      timeoutMs: config.webhookTimeoutMs, retryScheduleMs: config.webhookRetryScheduleMs, disableAfterMs: config.webhookDisableAfterMs,
+      allowPrivate: config.webhookAllowPrivate, log: pino({ level: 'info' }, log.stream),
+    });
+  };
+
+  before(async () => {
+    crashes = watchForCrashes();
+    pg = await privateDatabase('webhooks');
+    const config = testConfig({ DATABASE_URL: pg.url, ...ENV });
+    db = await openDatabase(config, () => {}, 'hds-webhooks');
+    sql = db.sql;
+    app = await buildApp({ config, sql, logger: false });
+    dispatcher = newDispatcher();
+    await dispatcher.start();
+    m = await managementKey(sql);
+  });
+  after(async () => {
+    await dispatcher?.stop(1000);
+    await app?.close();
+    for (const r of receivers) await r.close();
+    await db?.close();
+    await pg?.stop();
+    crashes.assertNone();
+  });
+
+  interface Setup { team: TestTeam; webhookId: string; secret: string; inbox: Receiver; base: string }
+
+  /** A team with one endpoint on a new receiver. */
+  async function endpointFor(answer?: (d: Delivery) => Answer | Promise<Answer>, fields: object = {}, team?: TestTeam): Promise<Setup> {
+    const owner = team ?? await teamWithKey(sql, 'delivery');
+    const inbox = await receiver(answer);
+    receivers.push(inbox);
+    const base = `${m.base}/team/${owner.teamId}/production/webhook`;
+    const res = await manage(app, m.key, 'POST', base, { url: inbox.url, ...fields });
+    assert.equal(res.statusCode, 200, res.body);
+    const webhookId = res.json().id as string;
+    const secret = (await manage(app, m.key, 'GET', `${base}/${webhookId}/secret`)).json().key as string;
+    secrets.push(secret);
+    return { team: owner, webhookId, secret, inbox, base: `${base}/${webhookId}` };
+  }
+  const createUser = async (team: TestTeam) => {
+    const res = await callAs(app, team.key, 'POST', '/v2/user/', { client_user_id: `wh-${randomUUID()}` });
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json() as { user_id: string; client_user_id: string };
+  };
+  const messages = async (s: Setup, query = '') => {
+    const res = await manage(app, m.key, 'GET', `${s.base}/messages${query}`);
+    assert.equal(res.statusCode, 200, res.body);
+    return res.json() as { data: Record<string, any>[]; next_cursor: string | null };
+  };
+
+  it('delivers a change to the team\'s endpoint, signed, with both header families and the custom headers', async () => {
+    const s = await endpointFor();
+    headerValues.push('Bearer s3cr3t-bearer-value', 'custom-value-7');
+    assert.equal((await manage(app, m.key, 'PUT', `${s.base}/headers`, { headers: { Authorization: 'Bearer s3cr3t-bearer-value', 'x-team': 'custom-value-7' } })).statusCode, 204);
+    const user = await createUser(s.team);
+    const [delivery] = await until('the delivery', HANG_MS, () => s.inbox.deliveries.length > 0 && s.inbox.deliveries);
+    const h = delivery!.headers;
+    assert.match(String(h['webhook-id']), MSG_ID);
+    for (const name of ['id', 'timestamp', 'signature']) assert.equal(h[`svix-${name}`], h[`webhook-${name}`], name);
+    assert.match(String(h['webhook-signature']), /^v1,[A-Za-z0-9+/]+=*$/);
+    assert.ok(Math.abs(Number(h['webhook-timestamp']) - Date.now() / 1000) < 300);
+    assert.equal(h['content-type'], 'application/json');
+    assert.equal(h.authorization, 'Bearer s3cr3t-bearer-value');
+    assert.equal(h['x-team'], 'custom-value-7');
+    const event = verified(s.secret, delivery!);
+    const stored = (await callAs(app, s.team.key, 'GET', `/v2/user/${user.user_id}`)).json();
+    assert.deepEqual(event, { event_type: 'user.created', data: stored, user_id: user.user_id, client_user_id: user.client_user_id, team_id: s.team.teamId });
+    await until('delivered in the messages list', HANG_MS, async () => (await messages(s)).data[0]?.status === 'delivered');
+    const [message] = (await messages(s)).data;
+    assert.deepEqual(Object.keys(message!), ['id', 'event_type', 'created_at', 'status', 'attempts', 'last_attempt_at', 'last_status_code']);
+    assert.deepEqual([message!.id, message!.event_type, message!.attempts, message!.last_status_code], [h['webhook-id'], 'user.created', 1, 204]);
+  });
+
+  it('sends each event to every enabled endpoint whose filter_types take it, with the same webhook-id', async () => {
+    const all = await endpointFor();
+    const deletions = await endpointFor(undefined, { filter_types: ['user.deleted', 'provider.connection.created'] }, all.team);
+    const user = await createUser(all.team);
+    assert.equal((await callAs(app, all.team.key, 'POST', '/v2/link/connect/demo', { user_id: user.user_id, provider: 'oura' })).statusCode, 200);
+    assert.equal((await callAs(app, all.team.key, 'DELETE', `/v2/user/${user.user_id}`)).statusCode, 200);
+    const types = (s: Setup) => s.inbox.deliveries.map((d) => verified(s.secret, d).event_type).sort();
+    await until('four deliveries to the first endpoint', HANG_MS, () => all.inbox.delivered().size === 4);
+    await until('two deliveries to the second', HANG_MS, () => deletions.inbox.delivered().size === 2);
+    assert.deepEqual(types(all), ['provider.connection.created', 'provider.connection.deleted', 'user.created', 'user.deleted']);
+    assert.deepEqual(types(deletions), ['provider.connection.created', 'user.deleted']);
+    const idOf = (s: Setup, type: string) => s.inbox.deliveries.find((d) => verified(s.secret, d).event_type === type)!.headers['webhook-id'];
+    assert.equal(idOf(all, 'user.deleted'), idOf(deletions, 'user.deleted'));
+  });
+
+  it('signs with both secrets during a rotation\'s overlap: each verifies alone', async () => {
+    const s = await endpointFor();
+    assert.equal((await manage(app, m.key, 'POST', `${s.base}/secret/rotate`)).statusCode, 204);
+    const current = (await manage(app, m.key, 'GET', `${s.base}/secret`)).json().key as string;
+    secrets.push(current);
+    await createUser(s.team);
+    const [delivery] = await until('the delivery', HANG_MS, () => s.inbox.deliveries.length > 0 && s.inbox.deliveries);
+    assert.equal(String(delivery!.headers['webhook-signature']).split(' ').length, 2);
+    assert.equal(verified(s.secret, delivery!).event_type, 'user.created', 'the old secret');
+    assert.equal(verified(current, delivery!).event_type, 'user.created', 'the new one');
+  });
+
+  it('retries a failed attempt (3xx, 5xx, no answer) with the same webhook-id, then fails it; recover sends it again', async () => {
+    let answer: Answer[] = [302, 500, 'drop', 503];
+    const s = await endpointFor((d) => (d.headers['webhook-id'] ? answer[s.inbox.deliveries.indexOf(d) % answer.length]! : 204));
+    await createUser(s.team);
+    await until('the message fails', HANG_MS, async () => (await messages(s, '?status=failed')).data.length === 1);
+    assert.equal(s.inbox.deliveries.length, 1 + RETRIES, 'the first attempt and every retry');
+    assert.equal(new Set(s.inbox.deliveries.map((d) => d.headers['webhook-id'])).size, 1, 'one webhook-id');
+    assert.ok(s.inbox.deliveries.every((d) => d.headers['webhook-id'] && verified(s.secret, d)));
+    const [failed] = (await messages(s, '?status=failed')).data;
+    assert.equal(failed!.attempts, 1 + RETRIES);
+    assert.ok([302, 500, 503, null].includes(failed!.last_status_code));
+    assert.deepEqual((await messages(s, '?status=pending')).data, []);
+    assert.deepEqual((await messages(s, '?status=delivered')).data, []);
+
+    answer = [200];
+    const recover = await manage(app, m.key, 'POST', `${s.base}/recover`, { since: new Date(Date.now() - 3_600_000).toISOString() });
+    assert.equal(recover.statusCode, 202, recover.body);
+    await until('delivered after recover', HANG_MS, async () => (await messages(s, '?status=delivered')).data.length === 1);
+    assert.equal(s.inbox.delivered().size, 1);
+    assert.equal([...s.inbox.delivered().keys()][0], failed!.id, 'the same webhook-id');
+    const [delivered] = (await messages(s)).data;
+    assert.deepEqual([delivered!.attempts, delivered!.last_status_code], [1, 200], 'its schedule started anew');
+  });
+
+  it('a 410 disables the endpoint at once; then its team\'s events make no messages for it', async () => {
+    const s = await endpointFor(() => 410);
+    await createUser(s.team);
+    await until('the endpoint is disabled', HANG_MS, async () => (await manage(app, m.key, 'GET', s.base)).json().disabled === true);
+    assert.equal(s.inbox.deliveries.length, 1, 'never retried');
+    assert.deepEqual((await messages(s)).data.map((x) => [x.status, x.last_status_code]), [['failed', 410]]);
+    await createUser(s.team);
+    assert.equal((await messages(s)).data.length, 1);
+    assert.ok(log.lines().some((l) => l.msg === 'webhook endpoint disabled' && l.endpoint_id === s.webhookId));
+  });
+
+  it('an endpoint whose every attempt has failed for WEBHOOK_DISABLE_AFTER is disabled; a success ends the streak', async () => {
+    let failing = true;
+    const s = await endpointFor(() => (failing ? 500 : 204));
+    await createUser(s.team);
+    await until('a failed attempt starts the streak', HANG_MS, async () =>
+      (await sql`SELECT 1 FROM webhook_endpoints WHERE endpoint_id = ${s.webhookId} AND failing_since IS NOT NULL`).length === 1);
+    failing = false;
+    await until('a delivery ends it', HANG_MS, async () =>
+      (await sql`SELECT 1 FROM webhook_endpoints WHERE endpoint_id = ${s.webhookId} AND failing_since IS NULL`).length === 1);
+    assert.equal((await manage(app, m.key, 'GET', s.base)).json().disabled, false);
+    failing = true;
+    // Failing for six days already (the default WEBHOOK_DISABLE_AFTER is 5d).
+    await sql`UPDATE webhook_endpoints SET failing_since = now() - interval '6 days' WHERE endpoint_id = ${s.webhookId}`;
+    await createUser(s.team);
+    await until('the endpoint is disabled', HANG_MS, async () => (await manage(app, m.key, 'GET', s.base)).json().disabled === true);
+  });
+
+  it('a dead endpoint never delays another: every event reaches the live one while the dead one holds its attempts', async () => {
+    const dead = await endpointFor(() => 'hang');
+    const live = await endpointFor(undefined, {}, dead.team);
+    const users = [];
+    for (let i = 0; i < 40; i++) users.push(await createUser(dead.team));
+    await until('every event at the live endpoint', HANG_MS, () => live.inbox.delivered().size === 40);
+    assert.ok(dead.inbox.deliveries.every((d) => d.status === undefined), 'the dead endpoint answered nothing');
+    // Its attempts time out (WEBHOOK_TIMEOUT 1s): failed attempts, retried.
+    await until('a timed-out attempt is recorded', HANG_MS, async () =>
+      (await messages(dead)).data.some((x) => x.attempts >= 1 && x.last_attempt_at !== null && x.last_status_code === null && x.status === 'pending'));
+    assert.ok(log.lines().some((l) => l.msg === 'webhook attempt failed' && l.endpoint_id === dead.webhookId && l.error === 'ETIMEDOUT'));
+    await manage(app, m.key, 'PATCH', dead.base, { disabled: true });
+  });
+
+  it('honours rate_limit (messages per second)', async () => {
+    const s = await endpointFor(undefined, { rate_limit: 5 });
+    const startedAt = Date.now();
+    for (let i = 0; i < 15; i++) await createUser(s.team);
+    await until('every event delivered', HANG_MS, () => s.inbox.delivered().size === 15);
+    assert.equal(s.inbox.deliveries.length, 15);
+    // At most 5 are claimed in each second of the database's clock: 15 take three seconds, so the last is claimed two seconds after the
+    // start of the first one's second, more than a second after the first create. A bound below, which no slowness can break.
+    const last = Math.max(...s.inbox.deliveries.map((d) => d.at));
+    assert.ok(last - startedAt > 1000, `15 messages at 5/s in ${last - startedAt} ms`);
+    const [row] = await sql<{ rate_used: number }[]>`SELECT rate_used FROM webhook_endpoints WHERE endpoint_id = ${s.webhookId}`;
+    assert.ok(row!.rate_used >= 1 && row!.rate_used <= 5, `${row!.rate_used} claimed in the last second`);
+  });
+
+  it('with two dispatchers, each attempt is made once', async () => {
+    const second = newDispatcher();
+    await second.start();
+    try {
+      const s = await endpointFor();
+      for (let i = 0; i < 60; i++) await createUser(s.team);
+      await until('every event delivered', HANG_MS, async () => (await messages(s, '?status=delivered&limit=250')).data.length === 60);
+      assert.equal(s.inbox.deliveries.length, 60);
+      assert.equal(new Set(s.inbox.deliveries.map((d) => d.headers['webhook-id'])).size, 60);
+      assert.ok((await messages(s, '?limit=250')).data.every((x) => x.attempts === 1));
+    } finally {
+      await second.stop(1000);
+    }
+  });
+
+  it('an endpoint that fails at random still receives every event', async () => {
+    const random = seeded(29);
+    const s = await endpointFor(() => {
+      const r = random();
+      return r < 0.2 ? 500 : r < 0.3 ? 'drop' : r < 0.4 ? 302 : 200;
+    });
+    const users = [];
+    for (let i = 0; i < 40; i++) users.push(await createUser(s.team));
+    for (const u of users.slice(0, 20)) {
+      assert.equal((await callAs(app, s.team.key, 'PATCH', `/v2/user/${u.user_id}`, { fallback_time_zone: 'Europe/Paris' })).statusCode, 204);
+    }
+    for (const u of users.slice(20, 30)) assert.equal((await callAs(app, s.team.key, 'DELETE', `/v2/user/${u.user_id}`)).statusCode, 200);
+    const expected = await sql<{ event_id: string }[]>`SELECT event_id FROM events WHERE team_id = ${s.team.teamId}`;
+    assert.equal(expected.length, 70);
+    const ids = expected.map((e) => `msg_${e.event_id.replaceAll('-', '')}`);
+    await until('every event delivered', HANG_MS, () => ids.every((id) => s.inbox.delivered().has(id)));
+    assert.ok(s.inbox.deliveries.length > 70, 'some attempts failed');
+    for (const d of s.inbox.delivered().values()) verified(s.secret, d);
+    await until('every message delivered', HANG_MS, async () => (await messages(s, '?status=delivered&limit=250')).data.length === 70);
+  });
+
+  it('checks the private-address rule at each delivery unless WEBHOOK_ALLOW_PRIVATE', async () => {
+    const inbox = await receiver();
+    receivers.push(inbox);
+    const port = new URL(inbox.url).port;
+    const strict = new Sender({ timeoutMs: 5000, allowPrivate: false }, 4);
+    try {
+      assert.deepEqual(await strict.send(inbox.url, {}, '{}'), { status: null, error: 'EINSECUREURL' });
+      assert.deepEqual(await strict.send(`https://127.0.0.1:${port}/`, {}, '{}'), { status: null, error: 'EINTERNALADDRESS' });
+      assert.deepEqual(await strict.send(`https://[::ffff:127.0.0.1]:${port}/`, {}, '{}'), { status: null, error: 'EINTERNALADDRESS' });
+      assert.deepEqual(await strict.send(`https://localhost:${port}/`, {}, '{}'), { status: null, error: 'EINTERNALADDRESS' }, 'a name is checked as it resolves');
+      assert.equal(inbox.deliveries.length, 0, 'nothing reached the receiver');
+    } finally {
+      strict.close();
+    }
+    const open = new Sender({ timeoutMs: 5000, allowPrivate: true }, 4);
+    try {
+      assert.deepEqual(await open.send(inbox.url, {}, '{}'), { status: 204 });
+    } finally {
+      open.close();
+    }
+  });
+
+  it('the messages route pages by cursor, filters by status, and answers 404 and 422 as the other lists', async () => {
+    const s = await endpointFor();
+    for (let i = 0; i < 5; i++) await createUser(s.team);
+    await until('all delivered', HANG_MS, async () => (await messages(s, '?status=delivered')).data.length === 5);
+    const first = await messages(s, '?limit=2');
+    assert.equal(first.data.length, 2);
+    const second = await messages(s, `?limit=2&next_cursor=${encodeURIComponent(first.next_cursor!)}`);
+    const third = await messages(s, `?limit=2&next_cursor=${encodeURIComponent(second.next_cursor!)}`);
+    assert.equal(third.next_cursor, null);
+    const ids = [...first.data, ...second.data, ...third.data].map((x) => x.id);
+    assert.deepEqual(ids, (await messages(s)).data.map((x) => x.id));
+    assert.equal(new Set(ids).size, 5);
+    const wrongList = await manage(app, m.key, 'GET', `${s.base}/messages?status=delivered&next_cursor=${encodeURIComponent(first.next_cursor!)}`);
+    assert.equal(wrongList.statusCode, 422);
+    assert.equal((await manage(app, m.key, 'GET', `${s.base}/messages?status=lost`)).statusCode, 422);
+    const other = await teamWithKey(sql, 'delivery other');
+    const foreign = `${m.base}/team/${other.teamId}/production/webhook/${s.webhookId}`;
+    assert.deepEqual((await manage(app, m.key, 'GET', `${foreign}/messages`)).json(), { detail: 'Webhook endpoint not found' });
+    assert.equal((await manage(app, m.key, 'POST', `${foreign}/recover`, { since: new Date().toISOString() })).statusCode, 404);
+    assert.equal((await manage(app, m.key, 'POST', `${s.base}/recover`, { since: 'yesterday' })).statusCode, 422);
+    assert.equal((await manage(app, m.key, 'DELETE', `${s.base}/messages`)).statusCode, 405);
+  });
+
+  it('logs failed attempts with the endpoint\'s id and the status, never a secret, a header value or a URL', async () => {
+    const lines = log.lines();
+    const failed = lines.filter((l) => l.msg === 'webhook attempt failed');
+    assert.ok(failed.length > 0);
+    for (const l of failed) assert.ok(typeof l.endpoint_id === 'string' && 'status' in l && typeof l.webhook_id === 'string');
+    const text = JSON.stringify(lines);
+    for (const value of [...secrets, ...headerValues, '127.0.0.1']) assert.ok(!text.includes(value), 'a secret, header value or URL in the log');
+  });
+});
