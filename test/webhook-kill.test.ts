@@ -43,14 +43,16 @@ describe('webhook delivery through a SIGKILL', () => {
   let secret: string;
   let server: Server | undefined;
   const random = seeded(2029);
+  /** While true the receiver answers nothing: a delivery it holds is surely not recorded as delivered when the kill comes. */
+  let holding = false;
 
   before(async () => {
     pg = await privateDatabase('webhook-kill');
     sql = connect(pg.url, { max: 3 });
     await migrate(sql);
     team = await teamWithKey(sql, 'kill');
-    // Each delivery is held a few ms before its answer, so that some are in flight when the service is killed.
-    inbox = await receiver(() => new Promise((resolve) => setTimeout(() => resolve(200), Math.floor(random() * 20))));
+    // Each delivery is answered after a few ms; while `holding`, not at all.
+    inbox = await receiver(() => (holding ? 'hang' : new Promise((resolve) => setTimeout(() => resolve(200), Math.floor(random() * 20)))));
     const saved = await registerWebhook(sql, team.teamId, { url: inbox.url }, { allowPrivate: true });
     assert.ok(typeof saved === 'object' && 'webhook' in saved);
     secret = (await findCurrentSecret(sql, team.teamId, saved.webhook.id))!;
@@ -114,8 +116,10 @@ describe('webhook delivery through a SIGKILL', () => {
     };
     const clients = Promise.all([0, 1, 2, 3].map(client));
     try {
-      // Killed while changes are answered and deliveries are held by the receiver.
-      await until('changes and deliveries in flight', HANG_MS, () => answered >= 60 && inbox.delivered().size >= 30 && inbox.open() > 0);
+      // Killed while changes are answered and a delivery is held by the receiver, unanswered.
+      await until('changes answered and deliveries made', HANG_MS, () => answered >= 60 && inbox.delivered().size >= 30);
+      holding = true;
+      await until('a delivery held', HANG_MS, () => inbox.open() > 0);
       server.child.kill('SIGKILL');
       assert.equal((await server.exited).signal, 'SIGKILL');
     } finally {
@@ -124,6 +128,7 @@ describe('webhook delivery through a SIGKILL', () => {
     }
     // Requests that reached the receiver before the restart: the ones held at the kill must come again after it.
     const beforeRestart = inbox.deliveries.length;
+    holding = false;
 
     server = startServer(pg.url, port);
     await until('the service answers again', HANG_MS, answers);
