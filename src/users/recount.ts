@@ -13,8 +13,9 @@ export interface TeamDrift {
 /**
  * Recomputes every team's derived state from its users (or only the teams
  * in `teamIds`) and returns where what is kept differs; empty when all
- * agree. In one REPEATABLE READ snapshot, so that writes committed while it
- * runs are never taken for a difference. What is kept, and recounted here:
+ * agree. The counts in one REPEATABLE READ snapshot, so that writes
+ * committed while it runs are never taken for a difference; the documents
+ * after it, row by row. What is kept, and recounted here:
  *
  * - `teams.user_count`: the team's live users;
  * - `teams.connected_sources` and `team_source_weeks`: their connections,
@@ -29,12 +30,15 @@ export interface TeamDrift {
  * runs this, and the tests and the bench call it after their writes.
  */
 export async function recountTeams(sql: Sql, teamIds?: string[]): Promise<{ teams: number; drifts: TeamDrift[] }> {
-  return sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
+  const counted = await sql.begin('ISOLATION LEVEL REPEATABLE READ READ ONLY', async (tx) => {
     await tx`SET LOCAL statement_timeout = 0`;
     const only = teamIds ?? null;
     const { teams, drifts } = await counters(tx, only);
-    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only), ...await documents(tx, only)] };
+    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only)] };
   });
+  // The documents after the snapshot, in short statements of their own (documentDrifts): each row is read whole, so a
+  // document and its columns always agree within it, and the check holds no lock on users for its whole length.
+  return { teams: counted.teams, drifts: [...counted.drifts, ...await documents(sql, teamIds ?? null)] };
 }
 
 type Only = string[] | null;
@@ -129,8 +133,8 @@ async function holes(tx: Tx, only: Only): Promise<TeamDrift[]> {
   return rows.map((r) => ({ team_id: r.team_id, what: 'list_holes buckets miscounted', kept: r.buckets, counted: '0' }));
 }
 
-async function documents(tx: Tx, only: Only): Promise<TeamDrift[]> {
-  const drifts = await documentDrifts(tx, only ? { teamIds: only } : {});
+async function documents(sql: Sql, only: Only): Promise<TeamDrift[]> {
+  const drifts = await documentDrifts(sql, only ? { teamIds: only } : {});
   const perTeam = new Map<string, string[]>();
   for (const d of drifts) perTeam.set(d.team_id, [...(perTeam.get(d.team_id) ?? []), d.user_id]);
   return [...perTeam].map(([team_id, users]) => ({

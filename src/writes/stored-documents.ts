@@ -36,7 +36,7 @@ const ROWS_PER_BATCH = 2000;
  * in JSON (the service's sessions are in UTC); connections in the
  * document's order: connection time, then slug byte by byte.
  */
-function storedUsers(sql: Queryable, where: PendingQuery<Row[]>) {
+function storedUsers(sql: Queryable, where: PendingQuery<Row[]>, tail: PendingQuery<Row[]> = sql``) {
   return sql<StoredUser[]>`
     SELECT u.user_id, u.team_id, u.client_user_id, to_json(u.created_on) #>> '{}' AS created_on,
       u.fallback_time_zone, u.fallback_time_zone_source, to_json(u.fallback_time_zone_updated_at) #>> '{}' AS fallback_time_zone_updated_at,
@@ -47,7 +47,7 @@ function storedUsers(sql: Queryable, where: PendingQuery<Row[]>) {
                         ORDER BY us.created_on, s.slug COLLATE "C")
         FROM user_sources us JOIN sources s USING (source_id) WHERE us.user_id = u.user_id), '[]') AS sources,
       u.doc
-    FROM users u WHERE ${where}`;
+    FROM users u WHERE ${where} ${tail}`;
 }
 
 /** The document the user's stored columns and connections make. */
@@ -89,15 +89,20 @@ export async function rebuildDocumentsOfSources(tx: Tx, sourceIds: number[]): Pr
 /**
  * Users (of the teams given, or of every team) whose stored document is not
  * the one their columns and connections make: the ids, per team, at most
- * `limit` of them in all.
+ * `limit` of them in all. In batches by user_id, each a short statement of
+ * its own: one long read would hold its lock on users for as long as the
+ * whole check takes, and a bulk import's swap waits for every such lock.
  */
 export async function documentDrifts(sql: Queryable, only: { teamIds?: string[]; userIds?: string[] }, limit = 1000): Promise<{ team_id: string; user_id: string }[]> {
   const where = only.userIds ? sql`u.user_id = ANY(${only.userIds}::uuid[])`
     : only.teamIds ? sql`u.team_id = ANY(${only.teamIds}::uuid[])` : sql`true`;
   const drifts: { team_id: string; user_id: string }[] = [];
-  for await (const batch of storedUsers(sql, where).cursor(ROWS_PER_BATCH)) {
+  for (let after: string | null = null; drifts.length < limit;) {
+    const batch: StoredUser[] = await storedUsers(sql, sql`${where} AND (${after}::uuid IS NULL OR u.user_id > ${after}::uuid)`,
+      sql`ORDER BY u.user_id LIMIT ${ROWS_PER_BATCH}`);
     for (const u of batch) if (documentOf(u) !== u.doc) drifts.push({ team_id: u.team_id, user_id: u.user_id });
-    if (drifts.length >= limit) break;
+    if (batch.length < ROWS_PER_BATCH) break;
+    after = batch[batch.length - 1]!.user_id;
   }
   return drifts;
 }
