@@ -6,11 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { recountTeams } from '../src/users/recount.js';
-import { callAs, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { callAs, twoTeams, type TestTeam } from './helpers.js';
 
 describe('POST /v2/link/connect/demo', () => {
   let sql: Sql;
@@ -18,15 +18,7 @@ describe('POST /v2/link/connect/demo', () => {
   let team: TestTeam;
   let other: TestTeam;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    [team, other] = [await teamWithKey(sql, 'connect demo'), await teamWithKey(sql, 'connect demo other')];
-  });
-  after(async () => {
-    await app?.close();
-    await sql?.end();
-  });
+  twoTeams('connect demo', (f) => ({ sql, app, team, other } = f));
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object, key = team.key) => callAs(app, key, method, url, payload);
   const connect = (userId: string, provider: string, key = team.key) => call('POST', '/v2/link/connect/demo', { user_id: userId, provider }, key);

@@ -110,6 +110,25 @@ export function callAs(app: App, key: string, method: 'GET' | 'POST' | 'PATCH' |
   return app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });
 }
 
+/**
+ * A fixture built before the tests of the describe() it is called in (handed
+ * over through `use`) and closed after them: a pool, an app on it, and what
+ * `build` adds with them.
+ */
+function appFixture<T extends object>(build: (sql: Sql) => Promise<T>, use: (fixture: { sql: Sql; app: App } & T) => void): void {
+  let sql: Sql | undefined;
+  let app: App | undefined;
+  before(async () => {
+    sql = testSql();
+    app = await testApp(sql);
+    use({ sql, app, ...await build(sql) });
+  });
+  after(async () => {
+    await app?.close();
+    await sql?.end();
+  });
+}
+
 export interface AppWithTwoTeams { sql: Sql; app: App; team: TeamWithUsers; other: TeamWithUsers }
 
 /**
@@ -118,17 +137,7 @@ export interface AppWithTwoTeams { sql: Sql; app: App; team: TeamWithUsers; othe
  * (handed over through `use`) and closed after them.
  */
 export function appWithTwoTeams(teamSize: number, otherSize: number, use: (fixture: AppWithTwoTeams) => void): void {
-  let fixture: AppWithTwoTeams | undefined;
-  before(async () => {
-    const sql = testSql();
-    const app = await testApp(sql);
-    fixture = { sql, app, team: await teamWithUsers(sql, teamSize), other: await teamWithUsers(sql, otherSize) };
-    use(fixture);
-  });
-  after(async () => {
-    await fixture?.app.close();
-    await fixture?.sql.end();
-  });
+  appFixture(async (sql) => ({ team: await teamWithUsers(sql, teamSize), other: await teamWithUsers(sql, otherSize) }), use);
 }
 
 export interface AppWithTeam { sql: Sql; app: App; team: TestTeam }
@@ -139,17 +148,20 @@ export interface AppWithTeam { sql: Sql; app: App; team: TestTeam }
  * them. Call it inside the describe() whose tests use it.
  */
 export function appWithTeam(use: (fixture: AppWithTeam) => void, teamName?: string): void {
-  let fixture: AppWithTeam | undefined;
-  before(async () => {
-    const sql = testSql();
-    const app = await testApp(sql);
-    fixture = { sql, app, team: await teamWithKey(sql, teamName) };
-    use(fixture);
-  });
-  after(async () => {
-    await fixture?.app.close();
-    await fixture?.sql.end();
-  });
+  appFixture(async (sql) => ({ team: await teamWithKey(sql, teamName) }), use);
+}
+
+export interface TwoTeams { sql: Sql; app: App; team: TestTeam; other: TestTeam }
+
+/**
+ * A pool, an app, the caller's team and another team, both with a key and
+ * no users (named `name` and `name other`); built before the tests of the
+ * describe() it is called in (handed over through `use`) and closed after
+ * them. For the tests that check another team's requests and writes never
+ * show in the caller's answers.
+ */
+export function twoTeams(name: string, use: (fixture: TwoTeams) => void): void {
+  appFixture(async (sql) => ({ team: await teamWithKey(sql, name), other: await teamWithKey(sql, `${name} other`) }), use);
 }
 
 /** The API's list order. */

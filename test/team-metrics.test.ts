@@ -1,13 +1,13 @@
 /** GET /v2/user/metrics: contract section 8; the counts it reads are kept with every write (migrations/005). */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it, mock } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import type { Sql } from '../src/db/client.js';
 import type { App } from '../src/app.js';
 import { documentDrifts } from '../src/writes/stored-documents.js';
 import { importUsers } from '../src/import/import.js';
 import { recountTeams } from '../src/users/recount.js';
-import { callAs, lines, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
+import { callAs, lines, teamWithKey, twoTeams, type TestTeam } from './helpers.js';
 
 const DAY = 86_400_000;
 const WEEK = 7 * DAY;
@@ -56,16 +56,7 @@ describe('GET /v2/user/metrics', () => {
   let team: TestTeam;
   let other: TestTeam;
 
-  before(async () => {
-    sql = testSql();
-    app = await testApp(sql);
-    team = await teamWithKey(sql, 'metrics');
-    other = await teamWithKey(sql, 'metrics other');
-  });
-  after(async () => {
-    await app.close();
-    await sql.end();
-  });
+  twoTeams('metrics', (f) => ({ sql, app, team, other } = f));
 
   const call = (method: 'GET' | 'POST' | 'DELETE', url: string, key = team.key, payload?: object) =>
     callAs(app, key, method, url, payload);

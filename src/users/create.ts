@@ -6,6 +6,7 @@ import { KeyedBatcher } from '../db/keyed-batcher.js';
 import { onePerPool } from '../db/pending-batch.js';
 import { retryingDeadlocks } from './retry.js';
 import { renumberTeam, teamChange } from '../writes/team-state.js';
+import { columnList, USER_COLUMNS } from '../writes/user-columns.js';
 
 export interface NewUser {
   client_user_id: string;
@@ -145,16 +146,14 @@ function insertUsers(sql: Queryable, teamId: string, asked: Asked[], anyOrder: b
       ) AS in_order
       FROM now n
     ), created AS (
-      INSERT INTO users (
-        user_id, team_id, client_user_id, created_on, position,
-        fallback_time_zone, fallback_time_zone_source, fallback_time_zone_updated_at,
-        fallback_birth_date, fallback_birth_date_source, fallback_birth_date_updated_at,
-        ingestion_start, ingestion_end, doc)
-      SELECT p.user_id, p.team_id, p.client_user_id, p.at, p.position,
+      -- The values in the order of USER_COLUMNS, then the position.
+      INSERT INTO users (${columnList(sql, USER_COLUMNS)}, position)
+      SELECT p.user_id, p.team_id, p.client_user_id, p.at,
         p.tz, CASE WHEN p.tz IS NULL THEN NULL ELSE 'manual' END, CASE WHEN p.tz IS NULL THEN NULL ELSE p.at END,
         p.bd::date, CASE WHEN p.bd IS NULL THEN NULL ELSE 'manual' END, CASE WHEN p.bd IS NULL THEN NULL ELSE p.at END,
         p.ingestion_start::date, p.ingestion_end::date,
-        replace(p.template, chr(1), to_json(p.at) #>> '{}')
+        replace(p.template, chr(1), to_json(p.at) #>> '{}'),
+        p.position
       FROM placed p WHERE (SELECT in_order FROM ordered)
       RETURNING user_id, client_user_id, doc
     ), created_events AS (

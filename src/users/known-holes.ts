@@ -137,11 +137,6 @@ export class KnownHoles {
     setNewest(this.loads, teamId, { running, endedAt: 0, tookMs: 0 }, TEAMS_PACED);
   }
 
-  /** Resolves once every load started so far has ended (for tests). */
-  async loaded(): Promise<void> {
-    await Promise.all([...this.loads.values()].map((l) => l.running));
-  }
-
   private keep(teamId: string, holes: TeamHoles): void {
     for (const oldest of this.byTeam.keys()) {
       if (this.kept + holes.holes.length <= HOLES_KEPT) break;

@@ -65,11 +65,6 @@ export class AnswerBuffers implements BufferSource {
     this.isFree.add(buffer);
     this.freeBytes += size;
   }
-
-  /** Bytes kept for later (for the tests). */
-  get kept(): number {
-    return this.freeBytes;
-  }
 }
 
 /** Gives `buffer` back once the response of `reply` is closed: sent in full, or its connection gone. */
