@@ -1,4 +1,8 @@
+import fs from 'node:fs';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import postgres from 'postgres';
+import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { highWaterMark, startProcess } from './processes.js';
 import { databaseEnv, type DatabaseTarget } from './service.js';
 
@@ -10,6 +14,8 @@ export interface ImportResult {
   peakRssMb: number;
   /** The CLI's own summary line. */
   summary: string;
+  /** The anchor (runRawCopy), when it ran: PostgreSQL's raw COPY of the file, and its seconds over the import's. */
+  rawCopy?: RawCopyResult & { ratio: number };
 }
 
 /**
@@ -40,4 +46,41 @@ export async function runImport(root: string, target: DatabaseTarget, file: stri
     peakRssMb: peakKb / 1024,
     summary: stdout.trim().split('\n').pop() ?? '',
   };
+}
+
+export interface RawCopyResult {
+  /** Rows the table held after the COPY (the file's lines). */
+  rows: number;
+  seconds: number;
+}
+
+/**
+ * The import's anchor (issue 31): PostgreSQL's raw COPY of the same file's
+ * lines, as text, into a fresh UNLOGGED one-column table of the same
+ * database: what moving the bytes into the server costs, with no checking,
+ * no encoding and no indexes. Timed from the COPY statement to its end
+ * (the file streamed by the postgres driver); the table is dropped after.
+ * The import is then reported as a ratio: COPY seconds over import seconds.
+ * The dataset's lines hold no tab (the text format's delimiter) and no
+ * `\.` line; backslashes (JSON escapes) are read as COPY escapes, which
+ * only changes a stored row's bytes, not its count.
+ */
+export async function runRawCopy(target: DatabaseTarget, file: string): Promise<RawCopyResult> {
+  const embedded = 'dataDir' in target ? await startEmbeddedPostgres(target.dataDir) : undefined;
+  const sql = postgres(embedded?.url ?? ('databaseUrl' in target ? target.databaseUrl : ''), { max: 1, onnotice: () => {} });
+  const table = `bench_raw_copy_${process.pid}`;
+  try {
+    await sql.unsafe(`DROP TABLE IF EXISTS ${table}`);
+    await sql.unsafe(`CREATE UNLOGGED TABLE ${table} (line text)`);
+    const started = performance.now();
+    const copy = await sql.unsafe(`COPY ${table} (line) FROM STDIN`).writable();
+    await pipeline(fs.createReadStream(file, { highWaterMark: 1 << 20 }), copy);
+    const seconds = (performance.now() - started) / 1000;
+    const [counted] = await sql.unsafe<{ n: string }[]>(`SELECT count(*) AS n FROM ${table}`);
+    return { rows: Number(counted!.n), seconds };
+  } finally {
+    await sql.unsafe(`DROP TABLE IF EXISTS ${table}`).catch(() => {});
+    await sql.end({ timeout: 5 });
+    await embedded?.stop();
+  }
 }

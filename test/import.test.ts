@@ -13,7 +13,7 @@ import type { Sql } from '../src/db/client.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { createUser } from '../src/users/create.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
-import { importUsers, type ImportSummary } from '../src/import/import.js';
+import { importUsers, type ImportProgress, type ImportSummary } from '../src/import/import.js';
 import { recountTeams } from '../src/users/recount.js';
 import { documentDrifts } from '../src/writes/stored-documents.js';
 import { generateUsers, lines, rejectsAt, teamWithKey, testApp, testSql, type TestTeam } from './helpers.js';
@@ -210,6 +210,22 @@ describe('import: bulk load and merge', () => {
     // One endless line (a JSON array given by mistake, say) is refused once it passes any valid user's size, not buffered whole.
     const endless = Buffer.alloc(1 << 20, 0x20);
     await rejectsAt(importUsers(sql, bytes(`${a}\n`, ...new Array<Buffer>(20).fill(endless))), 2, /line longer than 16 MiB/);
+  });
+
+  it('reports its steps in order, for a progress line: checking, writing (every user), then indexing or merging, finishing', async () => {
+    for (const method of ['bulk', 'merge'] as const) {
+      const records = withFreshIds(generateUsers(3000, 2)).records;
+      const seen: ImportProgress[] = [];
+      // One object, updated in place: a copy of each report.
+      const summary = await importUsers(sql, lines(records), (p) => seen.push({ ...p }), { method });
+      assert.equal(summary.method, method, summary.bulkSkipped);
+      const steps = seen.map((p) => p.step).filter((step, i, all) => step !== all[i - 1]);
+      assert.deepEqual(steps, ['checking', 'writing', method === 'bulk' ? 'indexing' : 'merging', 'finishing'], method);
+      const writing = seen.filter((p) => p.step === 'writing');
+      assert.ok(writing.every((p, i) => i === 0 || p.written >= writing[i - 1]!.written), `${method}: written only grows`);
+      assert.equal(seen.at(-1)!.written, 3000, method);
+      assert.equal(seen.at(-1)!.lines, 3000, method);
+    }
   });
 
   it('a byte order mark before the first line is not part of it', async () => {

@@ -156,12 +156,12 @@ const COMMANDS: Record<string, Command> = {
       const show = process.stderr.isTTY ? progressPrinter(started, size) : undefined;
       try {
         const s = await importUsers(db.sql, input, show, { method });
-        if (show) process.stderr.write('\n');
+        show?.end();
         const secs = (Date.now() - started) / 1000;
         const how = s.method === 'bulk' ? 'bulk load' : s.bulkSkipped ? `merged; no bulk load: ${s.bulkSkipped}` : 'merged';
         out(`imported ${s.lines} lines in ${secs.toFixed(1)} s (${Math.round(s.lines / Math.max(secs, 0.001))}/s): ${s.inserted} users added, ${s.updated} updated, ${s.sourceLinksChanged} connected sources changed, ${s.teams} new teams (${how})`);
       } catch (err) {
-        if (show) process.stderr.write('\n');
+        show?.end();
         if (err instanceof ImportError) {
           process.stderr.write(`hds import: ${err.message}; nothing was imported\n`);
           process.exitCode = 1;
@@ -214,17 +214,63 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+/** m:ss (or h:mm:ss) of a number of seconds. */
+function clock(secs: number): string {
+  const s = Math.floor(secs);
+  const mmss = `${Math.floor(s / 60) % 60}:${String(s % 60).padStart(2, '0')}`;
+  return s >= 3600 ? `${Math.floor(s / 3600)}:${mmss.padStart(5, '0')}` : mmss;
+}
+
+/**
+ * The import's progress on one terminal line, rewritten in place: the time so far, the step, and
+ * for the steps that count something (checking lines, writing users) how far and how long is
+ * left; the others are redrawn every second, so that a long index build still shows it is alive.
+ */
 function progressPrinter(started: number, size: number | undefined) {
   let last = 0;
-  return (p: ImportProgress) => {
+  let current: ImportProgress | undefined;
+  let step = '';
+  let stepStarted = started;
+  const n = (x: number) => x.toLocaleString('en');
+  const draw = () => {
+    const p = current!;
     const now = Date.now();
-    if (now - last < 200) return;
     last = now;
-    const secs = Math.max((now - started) / 1000, 0.001);
-    const rate = Math.round(p.lines / secs);
-    const left = size && p.bytes > 0 ? `, ${Math.max(0, Math.round((secs * (size - p.bytes)) / p.bytes))} s left` : '';
-    process.stderr.write(`\r${p.lines.toLocaleString('en')} lines, ${rate.toLocaleString('en')}/s${left}    `);
+    const inStep = Math.max((now - stepStarted) / 1000, 0.001);
+    let text: string;
+    if (p.step === 'checking') {
+      const secs = Math.max((now - started) / 1000, 0.001);
+      const share = size && p.bytes > 0 ? ` (${Math.floor((100 * p.bytes) / size)}%)` : '';
+      const left = size && p.bytes > 0 ? `, ${clock(Math.max(0, (secs * (size - p.bytes)) / p.bytes))} left` : '';
+      text = `checking lines: ${n(p.lines)}${share}, ${n(Math.round(p.lines / secs))}/s${left}`;
+    } else if (p.step === 'writing') {
+      const left = p.written > 0 ? `, ${clock(Math.max(0, (inStep * (p.lines - p.written)) / p.written))} left` : '';
+      text = `writing users: ${n(p.written)} of ${n(p.lines)} (${Math.floor((100 * p.written) / Math.max(p.lines, 1))}%)${left}`;
+    } else {
+      const what = { indexing: 'building indexes', merging: 'merging with the stored users', finishing: 'finishing and committing' }[p.step];
+      text = `${what} (${clock(inStep)})`;
+    }
+    // \x1b[K clears what a longer earlier line left to the right.
+    process.stderr.write(`\r[${clock((now - started) / 1000)}] ${text}\x1b[K`);
   };
+  const timer = setInterval(() => current && draw(), 1000);
+  timer.unref();
+  const show = (p: ImportProgress) => {
+    current = p;
+    if (p.step !== step) {
+      step = p.step;
+      stepStarted = Date.now();
+      return draw();
+    }
+    if (Date.now() - last >= 200) draw();
+  };
+  return Object.assign(show, {
+    /** Stops redrawing and ends the line. */
+    end() {
+      clearInterval(timer);
+      process.stderr.write('\n');
+    },
+  });
 }
 
 function help(): string {

@@ -2,8 +2,8 @@ import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { buildShadowIndexes, createShadow, planRebuild, swapInShadow, type RebuildPlan } from '../db/table-rebuild.js';
-import { linkCounts, linkTuples, type ImportContext, type ImportSummary } from './context.js';
-import { USER_COLUMNS, type ImportSpool } from './spool.js';
+import { linkCounts, linkTuples, PROGRESS_EVERY, type ImportContext, type ImportSummary } from './context.js';
+import { USER_COLUMNS } from './spool.js';
 import { teamsLoaded } from '../writes/team-state.js';
 import { rebuildDocumentsOfSources } from '../writes/stored-documents.js';
 
@@ -71,6 +71,7 @@ class ScheduledUserInFile extends Error {}
 
 /** Fills the shadow tables, builds their indexes and swaps them in; returns the users per team of the spool. */
 async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: RebuildPlan): Promise<number[]> {
+  ctx.progress?.('writing', 0);
   await createShadow(tx, users);
   await createShadow(tx, links);
   // One statement, one snapshot: the stored rows copied and the team versions they belong to.
@@ -83,10 +84,12 @@ async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: Rebui
   // FREEZE: rows are written already frozen and visible, so no later pass rewrites every page to set hint bits.
   const perTeam = new Array<number>(ctx.spool.teamIds.length).fill(0);
   const userCopy = await tx.unsafe(`COPY users_bulk (position, ${USER_COLUMNS.join(', ')}) FROM STDIN (FORMAT binary, FREEZE)`).writable();
-  await writeCopy(userCopy, usersInListOrder(ctx.spool, perTeam));
+  await writeCopy(userCopy, usersInListOrder(ctx, perTeam));
+  ctx.progress?.('writing', ctx.spool.users);
   const linkCopy = await tx`COPY user_sources_bulk (user_id, source_id, created_on) FROM STDIN (FORMAT binary, FREEZE)`.writable();
   await writeCopy(linkCopy, linkTuples(ctx));
 
+  ctx.progress?.('indexing');
   await buildShadowIndexes(tx, users);
   await buildShadowIndexes(tx, links);
   // A user_id scheduled for deletion (in any team) may not come back by import: the merge path's checks name its line.
@@ -94,6 +97,7 @@ async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: Rebui
   const [scheduled] = await tx`
     SELECT 1 FROM deleted_users d JOIN users_bulk b USING (user_id) WHERE b.team_id = ANY(${ctx.teamIds}::uuid[]) LIMIT 1`;
   if (scheduled) throw new ScheduledUserInFile();
+  ctx.progress?.('finishing');
   // Column statistics for the new tables with a tenth of the default sample (0.06 instead of 0.5 s on a million
   // users): plans here are index lookups either way, and autovacuum takes a full sample later.
   await tx`SET LOCAL default_statistics_target = 10`;
@@ -121,10 +125,12 @@ async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: Rebui
 }
 
 /** The spooled users as COPY tuples in list order, each with its position: the table's rows end up in the order list pages read them. */
-function usersInListOrder(spool: ImportSpool, perTeam: number[]): Generator<Buffer> {
-  return copyTuples(spool.usersInListOrder(), (out, { team, fields }) => {
+function usersInListOrder(ctx: ImportContext, perTeam: number[]): Generator<Buffer> {
+  let written = 0;
+  return copyTuples(ctx.spool.usersInListOrder(), (out, { team, fields }) => {
     out.tuple(1 + USER_COLUMNS.length);
     out.int8(++perTeam[team]!);
     out.raw(fields);
+    if (++written % PROGRESS_EVERY === 0) ctx.progress?.('writing', written);
   });
 }

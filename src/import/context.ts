@@ -30,7 +30,12 @@ export interface ImportContext {
   sourceIds: number[];
   /** Catalogue sources whose name or logo the file changed. */
   renamedSourceIds: number[];
+  /** Where the writing is (src/import/import.ts: ImportStep), for a progress line. */
+  progress?: (step: 'writing' | 'indexing' | 'merging' | 'finishing', written?: number) => void;
 }
+
+/** Users between two progress reports while they are written. */
+export const PROGRESS_EVERY = 1 << 15;
 
 /** Teams and sources of the file: created or updated, and the teams locked. */
 export async function prepareImport(tx: Tx, spool: ImportSpool): Promise<ImportContext> {

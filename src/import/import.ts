@@ -8,9 +8,22 @@ import { mergeImport } from './merge.js';
 export { ImportError } from './line.js';
 export type { ImportSummary } from './context.js';
 
+/**
+ * What an import is doing: `checking` the input's lines (and spooling them),
+ * `writing` the users into PostgreSQL, `indexing` (the bulk load builds the
+ * new tables' indexes), `merging` (the merge's set-wise statements), then
+ * `finishing` (the teams' state, statistics, the swap and the commit).
+ */
+export type ImportStep = 'checking' | 'writing' | 'indexing' | 'merging' | 'finishing';
+
 export interface ImportProgress {
+  step: ImportStep;
+  /** Lines checked so far (every line, once `checking` is over). */
   lines: number;
+  /** Input bytes read so far. */
   bytes: number;
+  /** Users written into PostgreSQL so far, of `lines` (during `writing`). */
+  written: number;
 }
 
 /**
@@ -41,7 +54,12 @@ export async function importUsers(
 ): Promise<ImportSummary> {
   const spool = ImportSpool.create();
   try {
-    const progress: ImportProgress = { lines: 0, bytes: 0 };
+    const progress: ImportProgress = { step: 'checking', lines: 0, bytes: 0, written: 0 };
+    const report = (step: ImportStep, written = progress.written) => {
+      progress.step = step;
+      progress.written = written;
+      onProgress?.(progress);
+    };
     for await (const batch of encodedBatches(input, spool.dir)) {
       spool.addBatch(batch);
       progress.lines += batch.users;
@@ -56,14 +74,19 @@ export async function importUsers(
       await tx`SET LOCAL work_mem = '256MB'`;
       await tx`SET LOCAL maintenance_work_mem = '512MB'`;
       await tx`SELECT pg_advisory_xact_lock(${IMPORT_LOCK})`;
-      const context = await prepareImport(tx, spool);
+      const context = { ...await prepareImport(tx, spool), progress: report };
       let bulkSkipped: string | undefined;
       if (options.method !== 'merge') {
         const bulk = await bulkImport(tx, context, { onlyWhenWorthIt: options.method !== 'bulk' });
-        if ('method' in bulk) return bulk;
+        if ('method' in bulk) {
+          report('finishing');
+          return bulk;
+        }
         bulkSkipped = bulk.impossible;
       }
-      return { ...await mergeImport(tx, context), ...(bulkSkipped !== undefined && { bulkSkipped }) };
+      const merged = await mergeImport(tx, context);
+      report('finishing');
+      return { ...merged, ...(bulkSkipped !== undefined && { bulkSkipped }) };
     });
   } finally {
     spool.close();

@@ -1,8 +1,7 @@
 import type { Tx } from '../db/client.js';
 import { copyTuples, writeCopy } from '../db/copy-binary.js';
 import { ImportError } from './line.js';
-import { linkTuples, type ImportContext, type ImportSummary } from './context.js';
-import type { ImportSpool } from './spool.js';
+import { linkTuples, PROGRESS_EVERY, type ImportContext, type ImportSummary } from './context.js';
 import { columnList, USER_COLUMNS } from '../writes/user-columns.js';
 import { connectionsChanged, recountTeamState, usersAppended } from '../writes/team-state.js';
 import { rebuildDocumentsOfSources } from '../writes/stored-documents.js';
@@ -38,7 +37,8 @@ async function stage(tx: Tx, ctx: ImportContext): Promise<void> {
   await tx`
     CREATE TEMP TABLE import_users ON COMMIT DROP AS
     SELECT 0 AS line, ${columnList(tx, USER_COLUMNS)} FROM users WITH NO DATA`;
-  await writeCopy(await tx`COPY import_users FROM STDIN (FORMAT binary)`.writable(), stagedUsers(ctx.spool));
+  ctx.progress?.('writing', 0);
+  await writeCopy(await tx`COPY import_users FROM STDIN (FORMAT binary)`.writable(), stagedUsers(ctx));
   await tx`
     CREATE TEMP TABLE import_sources (user_id uuid NOT NULL, source_id int NOT NULL, created_on timestamptz NOT NULL)
     ON COMMIT DROP`;
@@ -46,13 +46,16 @@ async function stage(tx: Tx, ctx: ImportContext): Promise<void> {
   // Temporary tables get no automatic statistics: without these the planner guesses their sizes.
   await tx`ANALYZE import_users, import_sources`;
   await tx`CREATE TEMP TABLE import_added (team_id uuid NOT NULL, n int NOT NULL) ON COMMIT DROP`;
+  ctx.progress?.('merging', ctx.spool.users);
 }
 
-function stagedUsers(spool: ImportSpool): Generator<Buffer> {
-  return copyTuples(spool.userRecords(), (out, { line, fields }) => {
+function stagedUsers(ctx: ImportContext): Generator<Buffer> {
+  let written = 0;
+  return copyTuples(ctx.spool.userRecords(), (out, { line, fields }) => {
     out.tuple(1 + USER_COLUMNS.length);
     out.int4(line);
     out.raw(fields);
+    if (++written % PROGRESS_EVERY === 0) ctx.progress?.('writing', written);
   });
 }
 
