@@ -16,8 +16,9 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
 import type { App } from '../src/app.js';
-import type { Sql } from '../src/db/client.js';
+import { connect, type Sql } from '../src/db/client.js';
 import { openDatabase, type Database } from '../src/db/database.js';
+import { recordOutcomes } from '../src/events/claims.js';
 import { Dispatcher } from '../src/events/dispatcher.js';
 import { Sender } from '../src/events/send.js';
 import { buildApp } from '../src/app.js';
@@ -308,6 +309,43 @@ describe('webhook delivery', () => {
     assert.equal((await manage(app, m.key, 'POST', `${foreign}/recover`, { since: new Date().toISOString() })).statusCode, 404);
     assert.equal((await manage(app, m.key, 'POST', `${s.base}/recover`, { since: 'yesterday' })).statusCode, 422);
     assert.equal((await manage(app, m.key, 'DELETE', `${s.base}/messages`)).statusCode, 405);
+  });
+
+  it('writes outcomes by primary key, even when the statistics say nothing is pending (a recovered backlog)', async () => {
+    // The statistics are taken while the backlog is `failed`; recover makes it pending at once.
+    // An outcome statement that let the planner take the claims' index would read the whole
+    // backlog for every batch of outcomes (docs/decisions/webhook-delivery-in-postgresql.md).
+    const BACKLOG = 3000;
+    const s = await endpointFor();
+    await sql`
+      WITH e AS (
+        INSERT INTO events (team_id, user_id, event_type, body)
+        SELECT ${s.team.teamId}, gen_random_uuid(), 'user.updated', '{}' FROM generate_series(1, ${BACKLOG})
+        RETURNING event_id, created_at)
+      INSERT INTO webhook_messages (event_id, endpoint_id, created_at, status, attempts)
+      SELECT event_id, ${s.webhookId}, created_at, 'failed', 1 FROM e`;
+    await sql`ANALYZE webhook_messages`;
+    // Pending, but not due for an hour: the running dispatcher leaves them alone.
+    await sql`UPDATE webhook_messages SET status = 'pending', next_attempt_at = now() + interval '1 hour' WHERE endpoint_id = ${s.webhookId}`;
+    const picked = await sql<{ event_id: string }[]>`SELECT event_id FROM webhook_messages WHERE endpoint_id = ${s.webhookId} LIMIT 32`;
+    const own = connect(pg.url, { max: 1 });
+    try {
+      const dueIndexReads = async () => {
+        await own`SELECT pg_stat_force_next_flush()`;
+        const [row] = await own<{ n: string }[]>`SELECT idx_tup_read::text AS n FROM pg_stat_user_indexes WHERE indexrelname = 'webhook_messages_due'`;
+        return Number(row!.n);
+      };
+      const before = await dueIndexReads();
+      const at = new Date().toISOString();
+      await recordOutcomes(own, s.webhookId, picked.map((p) => ({ event_id: p.event_id, attempts: 1, status: 204, delivered: true, retryInMs: null, at })), 86_400_000);
+      const read = (await dueIndexReads()) - before;
+      assert.ok(read < BACKLOG / 10, `the outcome statement read ${read} entries of the claims' index for 32 outcomes`);
+      const [done] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_messages WHERE endpoint_id = ${s.webhookId} AND status = 'delivered'`;
+      assert.equal(done!.n, 32);
+    } finally {
+      await own.end();
+      await sql`DELETE FROM webhook_messages WHERE endpoint_id = ${s.webhookId}`;
+    }
   });
 
   it('logs failed attempts with the endpoint\'s id and the status, never a secret, a header value or a URL', async () => {

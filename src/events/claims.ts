@@ -107,7 +107,8 @@ export interface EndpointChange {
 
 /**
  * Writes the outcomes of attempts at one endpoint, each only if its message
- * is still at the attempt claimed; then the endpoint's failure streak: a
+ * is still at the attempt claimed (only its claimer writes that attempt's
+ * outcome, so the message is pending until then); then the endpoint's failure streak: a
  * delivery ends it; a failure starts it, and disables the endpoint once it
  * is `disableAfterMs` old; a 410 disables it at once.
  */
@@ -126,7 +127,9 @@ export async function recordOutcomes(sql: Sql, endpointId: string, outcomes: Out
         next_attempt_at = CASE WHEN o.delivered OR o.retry_in_ms IS NULL THEN m.next_attempt_at ELSE now() + o.retry_in_ms * interval '1 millisecond' END,
         last_attempt_at = o.at::timestamptz, last_status_code = o.status
       FROM outcome o
-      WHERE m.endpoint_id = ${endpointId} AND m.event_id = o.event_id AND m.attempts = o.attempts AND m.status = 'pending'
+      -- By primary key and the fence alone: a status test would let the planner, whose statistics
+      -- may say nothing is pending, read the endpoint's whole backlog through the claims' index.
+      WHERE m.endpoint_id = ${endpointId} AND m.event_id = o.event_id AND m.attempts = o.attempts
     ), before AS (
       SELECT disabled FROM webhook_endpoints WHERE endpoint_id = ${endpointId}
     ), streak AS (
