@@ -62,12 +62,14 @@ const { values: args } = parseArgs({
     backlog: { type: 'string', default: '100000' },
     'no-build': { type: 'boolean', default: false },
     only: { type: 'string', default: 'writes,delivery,latency,reads,drain' },
+    profile: { type: 'boolean', default: false },
     help: { type: 'boolean', default: false },
   },
 });
 if (args.help) {
   process.stdout.write('npx tsx bench/webhooks.ts [--database-url URL] [--duration S] [--runs N] [--backlog N] [--no-build]\n'
-    + '  [--only writes,delivery,latency,reads,drain]   the scenarios to run (default: all)\n');
+    + '  [--only writes,delivery,latency,reads,drain]   the scenarios to run (default: all)\n'
+    + '  [--profile]   V8 CPU profiles of the service (node --cpu-prof) in bench/.work/webhooks\n');
   process.exit(0);
 }
 const duration = Number(args.duration);
@@ -138,6 +140,7 @@ function start(s: Setup, name: string): Promise<Service> {
   return startService({
     root, target: { databaseUrl: s.url }, logFile: path.join(workDir, `${name}.log`),
     extraEnv: { WEBHOOK_ALLOW_PRIVATE: 'true', DEMO_SEED: 'false' },
+    ...(args.profile ? { profileDir: workDir } : {}),
   });
 }
 
@@ -165,11 +168,18 @@ async function writesWithEndpoint(service: Service, s: Setup, poolFile: string):
   const big = { [KEY_HEADER]: s.key };
   const json = { ...big, 'content-type': 'application/json' };
   const bodies = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'].map((zone) => JSON.stringify({ fallback_time_zone: zone }));
-  return {
-    patch: await load(service, { kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies }, WRITE_CONNECTIONS),
-    'delete-undo': await load(service, { kind: 'delete-undo', file: poolFile, headers: big }, WRITE_CONNECTIONS),
-    create: await load(service, { kind: 'create', path: '/v2/user/', clientUserIdPrefix: 'bench-', headers: json }, WRITE_CONNECTIONS),
+  const plans: Record<string, PathPlan> = {
+    patch: { kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies },
+    'delete-undo': { kind: 'delete-undo', file: poolFile, headers: big },
+    create: { kind: 'create', path: '/v2/user/', clientUserIdPrefix: 'bench-', headers: json },
   };
+  const out: Record<string, LoadResult> = {};
+  for (const [id, plan] of Object.entries(plans)) {
+    // Each starts on no backlog: the events of the one before are not delivered during it.
+    await settle(s);
+    out[id] = await load(service, plan, WRITE_CONNECTIONS);
+  }
+  return out;
 }
 
 /** Deliveries a second while creates run at 32 connections: the events of the load's seconds over those seconds. */
