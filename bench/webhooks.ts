@@ -8,7 +8,9 @@
  *
  * 1. `writes-with-endpoint`: patch, delete-undo and create, as bench/scenarios.ts
  *    runs them (8 connections), each change now recording its event and its
- *    message: ≥ 1,000/s each with p99 ≤ 20 ms.
+ *    message: ≥ 1,000/s each with p99 ≤ 20 ms. Beside each, its anchor: the
+ *    service's own functions for it called from here on 8 connections, with
+ *    no HTTP (the same statements and commits).
  * 2. `delivery-rate`: creates at 32 connections (64 users a statement at
  *    most, so more events than one endpoint takes); the receiver's rate over
  *    the load: ≥ 2,000 events/s.
@@ -41,6 +43,9 @@ import { migrate } from '../src/db/migrate.js';
 import { findOrg } from '../src/management/org.js';
 import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
+import { createUser } from '../src/users/create.js';
+import { deleteUser, undoDelete } from '../src/users/deletion.js';
+import { patchUser } from '../src/users/patch.js';
 import { runLoad } from './load.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
@@ -114,7 +119,7 @@ class Inbox {
   }
 }
 
-interface Setup { sql: Sql; url: string; key: string; teamId: string; webhookId: string; managementKey: string; orgId: string; inbox: Inbox }
+interface Setup { sql: Sql; url: string; key: string; keyId: string; teamId: string; webhookId: string; managementKey: string; orgId: string; inbox: Inbox }
 
 /** A fresh database with a team, its key, a management key, and one endpoint on the receiver. */
 async function setUp(): Promise<Setup> {
@@ -127,13 +132,13 @@ async function setUp(): Promise<Setup> {
   const sql = connect(url.toString(), { max: 4 });
   await migrate(sql);
   const teamId = await createTeam(sql, 'bench webhooks');
-  const { key } = await issueKey(sql, teamId, 'bench');
+  const { key, keyId } = await issueKey(sql, teamId, 'bench');
   const { key: managementKey } = await issueManagementKey(sql, 'bench');
   const orgId = (await findOrg(sql)).id;
   const inbox = new Inbox();
   const saved = await registerWebhook(sql, teamId, { url: await inbox.listen() }, { allowPrivate: true });
   if (typeof saved !== 'object' || !('webhook' in saved)) throw new Error('could not register the endpoint');
-  return { sql, url: url.toString(), key, teamId, webhookId: saved.webhook.id, managementKey, orgId, inbox };
+  return { sql, url: url.toString(), key, keyId, teamId, webhookId: saved.webhook.id, managementKey, orgId, inbox };
 }
 
 function start(s: Setup, name: string): Promise<Service> {
@@ -164,22 +169,69 @@ async function pool(service: Service, s: Setup, count: number): Promise<string> 
   return file;
 }
 
-async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<string, LoadResult>> {
+async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<string, { service: LoadResult; database: Direct }>> {
   const big = { [KEY_HEADER]: s.key };
   const json = { ...big, 'content-type': 'application/json' };
-  const bodies = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'].map((zone) => JSON.stringify({ fallback_time_zone: zone }));
+  const zones = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
+  const bodies = zones.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
   const plans: Record<string, PathPlan> = {
     patch: { kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies },
     'delete-undo': { kind: 'delete-undo', file: poolFile, headers: big },
     create: { kind: 'create', path: '/v2/user/', clientUserIdPrefix: 'bench-', headers: json },
   };
-  const out: Record<string, LoadResult> = {};
+  const ids = fs.readFileSync(poolFile, 'utf8').split('\n').filter(Boolean);
+  const grace = 30 * 86_400_000;
+  let created = 0;
+  const statements: Record<string, (sql: Sql, id: string) => Promise<unknown>> = {
+    patch: (sql, id) => patchUser(sql, s.teamId, id, { fallback_time_zone: zones[Math.floor(Math.random() * zones.length)]! }),
+    'delete-undo': async (sql, id) => {
+      await deleteUser(sql, s.teamId, id, s.keyId, grace);
+      await undoDelete(sql, s.teamId, { user_id: id });
+    },
+    create: (sql) => createUser(sql, s.teamId, { client_user_id: `direct-${Date.now()}-${created++}` }),
+  };
+  const out: Record<string, { service: LoadResult; database: Direct }> = {};
   for (const [id, plan] of Object.entries(plans)) {
     // Each starts on no backlog: the events of the one before are not delivered during it.
     await settle(s);
-    out[id] = await load(service, plan, WRITE_CONNECTIONS);
+    const served = await load(service, plan, WRITE_CONNECTIONS);
+    await settle(s);
+    out[id] = { service: served, database: await direct(s, ids, statements[id]!, id === 'delete-undo' ? 2 : 1) };
   }
   return out;
+}
+
+interface Direct { perSec: number; p99Ms: number }
+
+/**
+ * The anchor of a write: the service's own functions (the same statements
+ * and commits) called from here on WRITE_CONNECTIONS connections, with no
+ * HTTP, for the same warm-up and duration; the service's dispatcher
+ * delivers their events meanwhile, as it does the served writes'. Requests
+ * a second (a delete-undo pair counts two, as the load counts them).
+ */
+async function direct(s: Setup, ids: string[], statement: (sql: Sql, id: string) => Promise<unknown>, requests: number): Promise<Direct> {
+  const sql = connect(s.url, { max: WRITE_CONNECTIONS });
+  const busy = new Set<string>();
+  const times: number[] = [];
+  const warmupEnds = performance.now() + 2000;
+  const ends = warmupEnds + duration * 1000;
+  try {
+    await Promise.all(Array.from({ length: WRITE_CONNECTIONS }, async () => {
+      while (performance.now() < ends) {
+        let id = ids[Math.floor(Math.random() * ids.length)]!;
+        while (busy.has(id)) id = ids[Math.floor(Math.random() * ids.length)]!;
+        busy.add(id);
+        const started = performance.now();
+        await statement(sql, id);
+        busy.delete(id);
+        if (started >= warmupEnds) times.push((performance.now() - started) / requests);
+      }
+    }));
+  } finally {
+    await sql.end();
+  }
+  return { perSec: (times.length * requests) / duration, p99Ms: ms(times, 0.99) };
 }
 
 /** Deliveries a second while creates run at 32 connections: the events of the load's seconds over those seconds. */
@@ -308,8 +360,12 @@ async function oneRun(run: number): Promise<Record<string, number>> {
     if (only.has('writes')) {
       const writes = await writesWithEndpoint(service, s, poolFile);
       for (const w of ['patch', 'delete-undo', 'create']) {
-        figures[`${w}/s`] = writes[w]!.requestsPerSec;
-        figures[`${w} p99 ms`] = writes[w]!.p99Ms;
+        const { service: served, database } = writes[w]!;
+        figures[`${w}/s`] = served.requestsPerSec;
+        figures[`${w} p99 ms`] = served.p99Ms;
+        figures[`${w}/s, its statements without HTTP`] = database.perSec;
+        figures[`${w} p99 ms, its statements without HTTP`] = database.p99Ms;
+        figures[`${w} service / its statements`] = served.requestsPerSec / database.perSec;
       }
     }
     if (only.has('delivery')) {
