@@ -142,3 +142,17 @@ export async function flushImportWrites(target: DatabaseTarget, say: (msg: strin
   }
   await runToEnd('sync', 'sync', []);
 }
+
+/** Drops (if there) and creates the database `name` on the server of `serverUrl`; answers its URL. */
+export async function freshDatabase(serverUrl: string, name: string): Promise<string> {
+  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  try {
+    await server.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await server.unsafe(`CREATE DATABASE ${name}`);
+  } finally {
+    await server.end();
+  }
+  const url = new URL(serverUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}

@@ -36,8 +36,6 @@
  * machine.
  */
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -52,6 +50,8 @@ import { signatures } from '../src/events/signature.js';
 import { messageId } from '../src/management/message-store.js';
 import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
+import { freshDatabase } from './database.js';
+import { Inbox } from './inbox.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DATABASE = 'hds_bench_jobqueue';
@@ -101,64 +101,12 @@ const duration = Number(args.duration);
 if (!(runs >= 1 && backlogSize >= 1 && duration > 0)) throw new Error('--runs, --backlog and --duration must be positive numbers');
 
 const say = (msg: string) => process.stderr.write(`bench/job-queue: ${msg}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.timeOrigin + performance.now();
-
-/** The receiver: 204 at once; when each webhook-id first arrived, and how many requests came. */
-class Inbox {
-  readonly arrivals = new Map<string, number>();
-  requests = 0;
-  private server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      this.requests++;
-      const id = String(req.headers['webhook-id']);
-      if (!this.arrivals.has(id)) this.arrivals.set(id, now());
-      res.writeHead(204).end();
-    });
-  });
-
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
-  }
-
-  reset(): void {
-    this.arrivals.clear();
-    this.requests = 0;
-  }
-
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-
-  /** Waits until `count` distinct webhook-ids have arrived (or `timeoutMs` passed); returns when the last of them did. */
-  async until(count: number, timeoutMs: number, label: string): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
-    let report = Date.now() + 30_000;
-    while (this.arrivals.size < count && Date.now() < deadline) {
-      await sleep(5);
-      if (Date.now() >= report) {
-        say(`${label}: ${this.arrivals.size} of ${count} arrived`);
-        report += 30_000;
-      }
-    }
-    let last = 0;
-    for (const at of this.arrivals.values()) if (at > last) last = at;
-    return last;
-  }
-}
 
 interface Setup { sql: Sql; url: string; teamId: string; endpointId: string; userIds: string[]; inbox: Inbox }
 
 async function setUp(): Promise<Setup> {
-  const server = postgres(args['database-url'], { max: 1, onnotice: () => {} });
-  await server.unsafe(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await server.unsafe(`CREATE DATABASE ${DATABASE}`);
-  await server.end();
-  const url = new URL(args['database-url']);
-  url.pathname = `/${DATABASE}`;
+  const url = new URL(await freshDatabase(args['database-url'], DATABASE));
   const sql = connect(url.toString(), { max: CONNECTIONS, applicationName: 'bench-job-queue' });
   await migrate(sql);
   await runMigrations({ connectionString: url.toString(), logger: quietLogger() });
@@ -389,7 +337,7 @@ async function drainOurs(s: Setup, count: number): Promise<Drained> {
   });
   const started = now();
   await dispatcher.start();
-  const last = await s.inbox.until(count, drainTimeoutMs(count), 'ours');
+  const last = await s.inbox.until(count, drainTimeoutMs(count), (n) => say(`ours: ${n} of ${count} arrived`));
   await dispatcher.stop(5000);
   await sql.end();
   const [left] = await s.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_messages WHERE status <> 'delivered'`;
@@ -430,7 +378,7 @@ async function drainGraphile(s: Setup, count: number, variant: GwVariant): Promi
   };
   const started = now();
   const runner = await run(options);
-  const last = await s.inbox.until(count, drainTimeoutMs(count), variant);
+  const last = await s.inbox.until(count, drainTimeoutMs(count), (n) => say(`${variant}: ${n} of ${count} arrived`));
   await runner.stop();
   sender.close();
   // Jobs left after the runner's stop: completions not written (locked: made again after 4 hours) or failed attempts.

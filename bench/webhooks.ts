@@ -31,12 +31,9 @@
  * quiet machine: it measures, it does not judge a shared one.
  */
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import postgres from 'postgres';
 import { issueKey, issueManagementKey } from '../src/auth/issue-key.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { migrate } from '../src/db/migrate.js';
@@ -47,6 +44,8 @@ import { createUser } from '../src/users/create.js';
 import { deleteUser, undoDelete } from '../src/users/deletion.js';
 import { patchUser } from '../src/users/patch.js';
 import { startAnchor } from './anchor.js';
+import { freshDatabase } from './database.js';
+import { Inbox } from './inbox.js';
 import { runLoad } from './load.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
@@ -84,54 +83,12 @@ const only = new Set(args.only.split(','));
 const say = (msg: string) => process.stderr.write(`bench/webhooks: ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The receiver: 204 at once; when each webhook-id first arrived. */
-class Inbox {
-  readonly arrivals = new Map<string, { at: number; userId: string }>();
-  private server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const id = String(req.headers['webhook-id']);
-      if (!this.arrivals.has(id)) {
-        const body = Buffer.concat(chunks).toString();
-        this.arrivals.set(id, { at: performance.timeOrigin + performance.now(), userId: /"user_id":"([0-9a-f-]{36})"/.exec(body)?.[1] ?? '' });
-      }
-      res.writeHead(204).end();
-    });
-  });
-
-  async listen(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
-  }
-
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-
-  /** Waits until `count` distinct messages have arrived (or `timeoutMs` passed); returns when the last of them did. */
-  async until(count: number, timeoutMs: number): Promise<number> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.arrivals.size < count && Date.now() < deadline) await sleep(10);
-    // A loop, not Math.max(...all): a backlog's 100,000 arguments overflow the stack.
-    let last = 0;
-    for (const a of this.arrivals.values()) if (a.at > last) last = a.at;
-    return last;
-  }
-}
-
 interface Setup { sql: Sql; url: string; key: string; keyId: string; teamId: string; webhookId: string; managementKey: string; orgId: string; inbox: Inbox }
 
 /** A fresh database with a team, its key, a management key, and one endpoint on the receiver. */
 async function setUp(): Promise<Setup> {
-  const server = postgres(args['database-url'], { max: 1, onnotice: () => {} });
-  await server.unsafe(`DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`);
-  await server.unsafe(`CREATE DATABASE ${DATABASE}`);
-  await server.end();
-  const url = new URL(args['database-url']);
-  url.pathname = `/${DATABASE}`;
-  const sql = connect(url.toString(), { max: 4 });
+  const url = await freshDatabase(args['database-url'], DATABASE);
+  const sql = connect(url, { max: 4 });
   await migrate(sql);
   const teamId = await createTeam(sql, 'bench webhooks');
   const { key, keyId } = await issueKey(sql, teamId, 'bench');
@@ -140,7 +97,7 @@ async function setUp(): Promise<Setup> {
   const inbox = new Inbox();
   const saved = await registerWebhook(sql, teamId, { url: await inbox.listen() }, { allowPrivate: true });
   if (typeof saved !== 'object' || !('webhook' in saved)) throw new Error('could not register the endpoint');
-  return { sql, url: url.toString(), key, keyId, teamId, webhookId: saved.webhook.id, managementKey, orgId, inbox };
+  return { sql, url, key, keyId, teamId, webhookId: saved.webhook.id, managementKey, orgId, inbox };
 }
 
 function start(s: Setup, name: string): Promise<Service> {
