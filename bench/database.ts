@@ -143,16 +143,10 @@ export async function flushImportWrites(target: DatabaseTarget, say: (msg: strin
   await runToEnd('sync', 'sync', []);
 }
 
-/** Drops (if there) and creates the database `name` on the server of `serverUrl`; answers its URL. */
+/** Drops (if there) and creates the bench database `name` on the server of `serverUrl` (recreate's rule on names); answers its URL. */
 export async function freshDatabase(serverUrl: string, name: string): Promise<string> {
-  const server = postgres(serverUrl, { max: 1, onnotice: () => {} });
-  try {
-    await server.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await server.unsafe(`CREATE DATABASE ${name}`);
-  } finally {
-    await server.end();
-  }
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
+  await recreate(url.toString());
   return url.toString();
 }

@@ -52,6 +52,7 @@ import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
 import { freshDatabase } from './database.js';
 import { Inbox } from './inbox.js';
+import { quantile, timedLoop } from './timed-loop.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DATABASE = 'hds_bench_jobqueue';
@@ -254,31 +255,18 @@ async function clean(sql: Sql): Promise<void> {
   await sql`CHECKPOINT`;
 }
 
-const quantile = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
-};
-
 interface Enqueued { commitsPerSec: number; p99Ms: number; p50Ms: number; consistent: boolean }
 
 /** Changes at CONNECTIONS connections for the duration (after the warm-up); every committed one must have its fan-out. */
 async function enqueue(s: Setup, system: System): Promise<Enqueued> {
   await clean(s.sql);
-  const started = performance.now();
-  const measureFrom = started + WARMUP_MS;
-  const until = measureFrom + duration * 1000;
-  const latencies: number[] = [];
   let committed = 0;
   let n = 0;
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (performance.now() < until) {
-      const i = n++;
-      const t0 = performance.now();
-      await change(s.sql, s, system, s.userIds[i % USERS]!, `{"fallback_time_zone":"Europe/Berlin","n":${i}}`);
-      committed++;
-      if (t0 >= measureFrom) latencies.push(performance.now() - t0);
-    }
-  }));
+  const latencies = await timedLoop(CONNECTIONS, WARMUP_MS, duration, async () => {
+    const i = n++;
+    await change(s.sql, s, system, s.userIds[i % USERS]!, `{"fallback_time_zone":"Europe/Berlin","n":${i}}`);
+    committed++;
+  });
   const [counts] = await s.sql<{ events: number; fanned: number }[]>`
     SELECT (SELECT count(*)::int FROM events) AS events,
       ${system === 'ours' ? s.sql`(SELECT count(*)::int FROM webhook_messages)` : s.sql`(SELECT count(*)::int FROM graphile_worker._private_jobs)`} AS fanned`;

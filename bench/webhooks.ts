@@ -47,6 +47,7 @@ import { startAnchor } from './anchor.js';
 import { freshDatabase } from './database.js';
 import { Inbox } from './inbox.js';
 import { runLoad } from './load.js';
+import { quantile, timedLoop } from './timed-loop.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
 import { KEY_HEADER } from './scenarios.js';
@@ -58,6 +59,8 @@ const DATABASE = 'hds_bench_webhooks';
 const WRITE_CONNECTIONS = 8;
 const READ_CONNECTIONS = 32;
 const POOL = 2000;
+/** The anchors' warm-up, as the load generator's (`warmup: 2` below). */
+const WARMUP_MS = 2000;
 const TARGETS = { writesPerSec: 1000, writeP99Ms: 20, deliveriesPerSec: 2000, latencyP50Ms: 50, latencyP99Ms: 250, drainPerSec: 2000, readsWithin: 0.1 };
 
 const { values: args } = parseArgs({
@@ -171,26 +174,20 @@ interface Direct { perSec: number; p99Ms: number }
  */
 async function direct(s: Setup, ids: string[], statement: (sql: Sql, id: string) => Promise<unknown>, requests: number): Promise<Direct> {
   const sql = connect(s.url, { max: WRITE_CONNECTIONS });
+  // As the load's delete-undo does: no two connections at the same user at once.
   const busy = new Set<string>();
-  const times: number[] = [];
-  const warmupEnds = performance.now() + 2000;
-  const ends = warmupEnds + duration * 1000;
   try {
-    await Promise.all(Array.from({ length: WRITE_CONNECTIONS }, async () => {
-      while (performance.now() < ends) {
-        let id = ids[Math.floor(Math.random() * ids.length)]!;
-        while (busy.has(id)) id = ids[Math.floor(Math.random() * ids.length)]!;
-        busy.add(id);
-        const started = performance.now();
-        await statement(sql, id);
-        busy.delete(id);
-        if (started >= warmupEnds) times.push((performance.now() - started) / requests);
-      }
-    }));
+    const times = await timedLoop(WRITE_CONNECTIONS, WARMUP_MS, duration, async () => {
+      let id = ids[Math.floor(Math.random() * ids.length)]!;
+      while (busy.has(id)) id = ids[Math.floor(Math.random() * ids.length)]!;
+      busy.add(id);
+      await statement(sql, id);
+      busy.delete(id);
+    });
+    return { perSec: (times.length * requests) / duration, p99Ms: quantile(times, 0.99) / requests };
   } finally {
     await sql.end();
   }
-  return { perSec: (times.length * requests) / duration, p99Ms: ms(times, 0.99) };
 }
 
 /** Deliveries a second while creates run at 32 connections: the events of the load's seconds over those seconds. */
@@ -327,25 +324,12 @@ async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string
   return out;
 }
 
-/** `statement` on `connections` loops for the run's duration (after a warm-up of 2 s): statements a second. */
+/** `statement` on `connections` loops for the run's duration (after the warm-up): statements a second. */
 async function loop(connections: number, statement: () => Promise<unknown>): Promise<number> {
-  const warmupEnds = performance.now() + 2000;
-  const ends = warmupEnds + duration * 1000;
-  let done = 0;
-  await Promise.all(Array.from({ length: connections }, async () => {
-    while (performance.now() < ends) {
-      await statement();
-      if (performance.now() > warmupEnds) done++;
-    }
-  }));
-  return done / duration;
+  return (await timedLoop(connections, WARMUP_MS, duration, statement)).length / duration;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const ms = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN;
-};
 
 async function oneRun(run: number): Promise<Record<string, number>> {
   const s = await setUp();
@@ -373,10 +357,10 @@ async function oneRun(run: number): Promise<Record<string, number>> {
     if (only.has('latency')) {
       await settle(s);
       const latency = await commitToReceiver(service, s);
-      figures['commit→receiver p50 ms (from the answer)'] = ms(latency.fromAnswer, 0.5);
-      figures['commit→receiver p99 ms (from the answer)'] = ms(latency.fromAnswer, 0.99);
-      figures['commit→receiver p50 ms (from the request)'] = ms(latency.fromRequest, 0.5);
-      figures['commit→receiver p99 ms (from the request)'] = ms(latency.fromRequest, 0.99);
+      figures['commit→receiver p50 ms (from the answer)'] = quantile(latency.fromAnswer, 0.5);
+      figures['commit→receiver p99 ms (from the answer)'] = quantile(latency.fromAnswer, 0.99);
+      figures['commit→receiver p50 ms (from the request)'] = quantile(latency.fromRequest, 0.5);
+      figures['commit→receiver p99 ms (from the request)'] = quantile(latency.fromRequest, 0.99);
       figures['events delivered of those sent at 500/s'] = latency.fromRequest.length / latency.sent;
     }
     if (only.has('reads')) {

@@ -44,14 +44,13 @@ interface Waiting {
 export class Lane {
   private readonly waiting: Waiting[] = [];
   private inFlight = 0;
-  /** Outcomes gathered or being written. */
-  private unwritten = 0;
   private pumping = false;
   private again = false;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
   private outcomes: Outcome[] = [];
-  private flushing = false;
+  /** Outcomes in the statement being written (0: none is). */
+  private writing = 0;
   private lastClaimAt = 0;
   private lastFlushAt = 0;
   private flushTimer: NodeJS.Timeout | undefined;
@@ -88,7 +87,7 @@ export class Lane {
   }
 
   private get held(): number {
-    return this.waiting.length + this.inFlight + this.unwritten;
+    return this.waiting.length + this.inFlight + this.outcomes.length + this.writing;
   }
 
   /** Resolves once nothing is waiting, in flight or being written. */
@@ -173,7 +172,6 @@ export class Lane {
         }, 'webhook attempt failed');
       }
       this.outcomes.push({ event_id: message.event_id, attempts: message.attempts, status: result.status, delivered, retryInMs, at });
-      this.unwritten++;
       this.flush();
       this.send();
       this.wake();
@@ -182,7 +180,7 @@ export class Lane {
 
   /** Writes the outcomes gathered, one statement at a time; their room is free again once they are written. */
   private flush(): void {
-    if (this.flushing || this.flushTimer || this.outcomes.length === 0) return;
+    if (this.writing > 0 || this.flushTimer || this.outcomes.length === 0) return;
     const gap = this.lastFlushAt + STATEMENT_GAP_MS - Date.now();
     if (gap > 0) {
       this.flushTimer = setTimeout(() => {
@@ -192,8 +190,8 @@ export class Lane {
       return;
     }
     this.lastFlushAt = Date.now();
-    this.flushing = true;
     const batch = this.outcomes.splice(0);
+    this.writing = batch.length;
     const { sql, options, stats } = this.dispatcher;
     recordOutcomes(sql, this.endpointId, batch, options.disableAfterMs).then((change) => {
       for (const o of batch) {
@@ -210,8 +208,7 @@ export class Lane {
       // Not written: the claims' leases end, and the attempts are made again (same webhook-id).
       options.log.warn({ endpoint_id: this.endpointId, err: { code: errorCode(err), message: (err as Error).message } }, 'could not record webhook attempts');
     }).finally(() => {
-      this.flushing = false;
-      this.unwritten -= batch.length;
+      this.writing = 0;
       this.flush();
       this.settled();
       this.wake();
