@@ -29,14 +29,8 @@ export interface PageAnchor {
   offset: number | { max: number };
 }
 
-/**
- * `null`: a parameter findUserPage sends as null when the service knows
- * nothing more, the start it computed from a team's holes kept in memory
- * (src/users/known-holes.ts). The anchor sends it as null too: PostgreSQL
- * then finds each page's start itself, as for a service that has not yet
- * read the team's holes.
- */
-type Param = 'team' | 'offset' | 'limit' | 'null';
+/** What each parameter of the page statement takes (the offset may be sent several times). */
+type Param = 'team' | 'offset' | 'limit';
 
 /** The statement's text and, for each of its $n, which of the page's values it takes. */
 interface PageStatement {
@@ -75,15 +69,15 @@ async function capturePageStatement(root: string, url: string, teamId: string): 
   if (page.length !== 1) throw new Error(`findUserPage sent ${page.length} statements with the team id; the anchor expects exactly one`);
   const byValue = new Map<string, Param>([[teamId, 'team'], [String(SAMPLE_OFFSET), 'offset'], [String(SAMPLE_LIMIT), 'limit']]);
   const params = page[0]!.params.map((value) => {
-    const param = value === null ? 'null' : byValue.get(String(value));
-    if (!param) throw new Error(`findUserPage's statement takes a parameter (${String(value)}) that is not the team id, the offset, the limit or null; update bench/anchor.ts`);
+    const param = byValue.get(String(value));
+    if (!param) throw new Error(`findUserPage's statement takes a parameter (${String(value)}) that is not the team id, the offset or the limit; update bench/anchor.ts`);
     return param;
   });
   return { text: page[0]!.text, params };
 }
 
 const valuesOf = (statement: PageStatement, teamId: string, offset: number, limit: number) =>
-  statement.params.map((p) => (p === 'team' ? teamId : p === 'offset' ? offset : p === 'limit' ? limit : null));
+  statement.params.map((p) => (p === 'team' ? teamId : p === 'offset' ? offset : limit));
 
 const offsetOf = (page: PageAnchor) => (typeof page.offset === 'number' ? page.offset : Math.floor(Math.random() * (page.offset.max + 1)));
 
@@ -107,7 +101,7 @@ function resultOf(times: Histogram, requests: number, durationS: number, errors:
 function pgbenchScript(statement: PageStatement, page: PageAnchor): string {
   const offset = typeof page.offset === 'number' ? `\\set offset ${page.offset}` : `\\set offset random(0, ${page.offset.max})`;
   const param = (n: string) => statement.params[Number(n) - 1];
-  return `${offset}\n${statement.text.replace(/\$(\d+)/g, (_, n: string) => (param(n) === 'null' ? 'NULL' : `:${param(n)}`))};\n`;
+  return `${offset}\n${statement.text.replace(/\$(\d+)/g, (_, n: string) => `:${param(n)!}`)};\n`;
 }
 
 const numberAfter = (stdout: string, label: RegExp) => Number(label.exec(stdout)?.[1] ?? NaN);

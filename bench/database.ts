@@ -86,6 +86,7 @@ function markerMatches(root: string, markerFile: string, dataset: Dataset): bool
  * (then returns false: no import needed).
  */
 export async function prepareDatabase(root: string, target: DatabaseTarget, dataset: Dataset, reuse: boolean, markerFile: string, say: (msg: string) => void): Promise<boolean> {
+  if ('databaseUrl' in target) await requireAutovacuum(target.databaseUrl);
   const exists = 'databaseUrl' in target ? await databaseExists(target.databaseUrl) : fs.existsSync(target.dataDir);
   if (reuse && exists) {
     if (!markerMatches(root, markerFile, dataset)) {
@@ -106,6 +107,26 @@ export async function prepareDatabase(root: string, target: DatabaseTarget, data
     fs.rmSync(target.dataDir, { recursive: true, force: true });
   }
   return true;
+}
+
+/**
+ * The bench measures PostgreSQL as it ships: with autovacuum on. Off, the
+ * tables' visibility maps go stale after the writes and every read after
+ * them costs more than it would in production (issue 27).
+ */
+async function requireAutovacuum(url: string): Promise<void> {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ autovacuum: string }[]>`SHOW autovacuum`;
+    if (row?.autovacuum !== 'on') {
+      throw new Error('the PostgreSQL server has autovacuum off: the bench measures it as it ships; run '
+        + '"ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();" as a superuser, or bench the embedded default');
+    }
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 async function databaseExists(url: string): Promise<boolean> {

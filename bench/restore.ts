@@ -7,8 +7,8 @@
  * connected sources (the contract's section 8), created users stay, PATCH
  * leaves the new time zones, and a create moves the team's next position on,
  * which leaves a hole at the end of its positions once the created users are
- * gone (and a team with holes pages through its tree, list_seek, instead of the
- * arithmetic fast path, migrations/005). So, before the first write, every
+ * gone (and a team with holes finds each page's start from its holes instead
+ * of the arithmetic fast path, src/users/README.md). So, before the first write, every
  * user the writes may touch is saved (the write pool, the users the
  * after-deletes step deletes, the first and the last user), with its
  * connections, the team's row and its week counts, into tables of a schema
@@ -68,10 +68,11 @@ async function differences(sql: postgres.Sql, team: SavedTeam): Promise<Record<s
       (SELECT count(*) FROM users WHERE team_id = ${team.teamId}) - ${team.users} AS "users",
       (SELECT count(*) FROM deleted_users WHERE team_id = ${team.teamId}) AS "scheduled deletions",
       (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS "buckets with holes",
+      (SELECT count(*) FROM list_hole_blocks WHERE team_id = ${team.teamId}) AS "blocks with holes",
       (SELECT count(*) FROM bench_saved.users s LEFT JOIN users u USING (user_id) WHERE u.user_id IS NULL OR u::text <> s::text) AS "saved users changed",
       (SELECT count(*) FROM bench_saved.user_sources s LEFT JOIN user_sources us USING (user_id, source_id) WHERE us.user_id IS NULL OR us::text <> s::text) AS "saved connections changed",
       (SELECT count(*) FROM bench_saved.teams s JOIN teams t USING (team_id)
-       WHERE (t.user_count, t.next_position, t.list_tree, t.connected_sources) IS DISTINCT FROM (s.user_count, s.next_position, s.list_tree, s.connected_sources)) AS "team counters changed",
+       WHERE (t.user_count, t.next_position, t.connected_sources) IS DISTINCT FROM (s.user_count, s.next_position, s.connected_sources)) AS "team counters changed",
       (SELECT count(*) FROM (
         (SELECT * FROM bench_saved.team_source_weeks EXCEPT SELECT * FROM team_source_weeks WHERE team_id = ${team.teamId})
         UNION ALL
@@ -97,7 +98,7 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
     await tx`DELETE FROM users WHERE user_id IN (SELECT user_id FROM bench_saved.users)`;
     await tx`INSERT INTO users SELECT * FROM bench_saved.users`;
     await tx`INSERT INTO user_sources SELECT * FROM bench_saved.user_sources`;
-    // Counts, positions, tree, holes and week counts from the users as they are back (a new version too, so that
+    // Counts, positions, holes and week counts from the users as they are back (a new version too, so that
     // any page a running service holds for the team is read again); differences() compares them with the saved.
     await recountTeamState(tx, [team.teamId]);
   });
@@ -106,5 +107,5 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
   await sql`DROP SCHEMA bench_saved CASCADE`;
   // List order on disk again (the import writes each team's users in list order), and fresh statistics.
   await sql`CLUSTER users USING users_team_position`;
-  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks, list_holes`;
+  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks, list_holes, list_hole_blocks`;
 }

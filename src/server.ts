@@ -11,6 +11,7 @@ import { announceDemo, seedDemoOnFirstStart } from './demo-seed.js';
 import { startMetricsServer } from './http/metrics.js';
 import { LogDestination } from './http/fast-path/log-destination.js';
 import { purgeDeletedUsers, type PurgedUser } from './users/deletion.js';
+import { compactSparseTeams } from './writes/team-state.js';
 import { pruneEvents } from './events/claims.js';
 import { Dispatcher } from './events/dispatcher.js';
 import { registerDeliveryMetrics } from './events/metrics.js';
@@ -121,6 +122,10 @@ function schedulePurges(sql: Database['sql'], config: Config, log: App['log']): 
     running = true;
     purgeDeletedUsers(sql, config.deletionGraceMs, logPurged)
       .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not purge deleted users'))
+      // Teams whose purged users left too many holes in their positions are renumbered.
+      .then(() => compactSparseTeams(sql))
+      .then((teams) => { for (const teamId of teams) log.info({ team_id: teamId }, 'team positions compacted'); })
+      .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not compact team positions'))
       // Events past EVENT_RETENTION, with their messages.
       .then(() => pruneEvents(sql, config.eventRetentionMs))
       .catch((err) => log.warn({ err: { code: errorCode(err), message: (err as Error).message } }, 'could not prune old events'))

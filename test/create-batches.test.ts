@@ -1,7 +1,7 @@
 /**
  * Creates of one team that arrive together are written as one batch
  * (src/users/create.ts): one time for the batch, dense positions in the
- * list's order, the team's counters and tree as if they had come one by
+ * list's order, the team's counters and holes as if they had come one by
  * one, a client_user_id taken (before or within the batch) answered with
  * its holder, a batch that meets another process's create of the same
  * client_user_id written again, and a refused value failing only its own
@@ -14,7 +14,7 @@ import { createUser, type CreateResult } from '../src/users/create.js';
 import { recountTeams } from '../src/users/recount.js';
 import { byListOrder, teamWithKey, testSql, until } from './helpers.js';
 
-/** The team's users in position order, and whether its counters and tree agree with them. */
+/** The team's users in position order, and whether its counters and holes agree with them. */
 async function teamState(sql: Sql, teamId: string) {
   const users = await sql<{ user_id: string; client_user_id: string; created_on: string; position: number }[]>`
     SELECT user_id, client_user_id, to_json(created_on) #>> '{}' AS created_on, position::int AS position
@@ -45,7 +45,7 @@ describe('creates written in batches', () => {
     await sql.end();
   });
 
-  it('creates that arrive while a batch is written go together: one time, dense positions in user_id order, counters and tree kept', async () => {
+  it('creates that arrive while a batch is written go together: one time, dense positions in user_id order, counters and holes kept', async () => {
     const { teamId } = await teamWithKey(sql);
     const before = await teamState(sql, teamId);
     const results = await Promise.all(Array.from({ length: 20 }, (_, i) => createUser(sql, teamId, { client_user_id: `batch-${i}`, fallback_time_zone: 'Europe/Paris' })));

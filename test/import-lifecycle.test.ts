@@ -2,7 +2,7 @@
  * `hds import` and `hds export` meet the user lifecycle (contract section 8,
  * migrations/005): a user scheduled for deletion cannot be imported over,
  * exports leave out users scheduled for deletion or purged, and both ways of
- * importing keep the teams' counts (users, positions, tree, connections by
+ * importing keep the teams' counts (users, positions, holes, connections by
  * week) equal to a count from scratch, which GET /v2/user/metrics answers.
  */
 import assert from 'node:assert/strict';
@@ -58,7 +58,7 @@ describe('import and the user lifecycle', () => {
   const teamsExisting = async (ids: string[]) =>
     (await sql<{ team_id: string }[]>`SELECT team_id FROM teams WHERE team_id = ANY(${ids}::uuid[])`).map((r) => r.team_id);
   const teamRow = async (teamId: string) =>
-    (await sql`SELECT user_count, next_position, list_tree, connected_sources, version FROM teams WHERE team_id = ${teamId}`)[0];
+    (await sql`SELECT user_count, next_position, connected_sources, version FROM teams WHERE team_id = ${teamId}`)[0];
 
   /** The team's kept counts equal the counts from scratch, and the metrics and the list answer them. */
   async function assertCountsRight(team: TestTeam, what: string): Promise<void> {
@@ -195,7 +195,7 @@ describe('import and the user lifecycle', () => {
     const M0 = mondayOf(Date.now());
     const midweek = (weeksAgo: number) => iso(M0 - weeksAgo * WEEK + 2 * DAY + 9 * 3600_000);
 
-    it('a bulk import into fresh teams: counts, positions, tree, connections by week, metrics', async () => {
+    it('a bulk import into fresh teams: counts, positions, holes, connections by week, metrics', async () => {
       teams = [await teamWithKey(sql, 'il bulk 1'), await teamWithKey(sql, 'il bulk 2')];
       const generated = generateUsers(3000, 2);
       const generatedTeams = [...new Set(generated.map((u) => u.team_id as string))];

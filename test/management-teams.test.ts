@@ -240,8 +240,9 @@ describe('Management API: organisation and teams', () => {
       await sql`DELETE FROM deleted_users WHERE team_id = ${team.teamId}`;
       const res = await call('DELETE', `/team/${team.teamId}`);
       assert.equal(res.statusCode, 200, res.body);
-      const left = await sql`SELECT (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS holes`;
-      assert.equal(left[0]!.holes, '0');
+      const left = await sql`SELECT (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS holes,
+        (SELECT count(*) FROM list_hole_blocks WHERE team_id = ${team.teamId}) AS blocks`;
+      assert.deepEqual({ ...left[0] }, { holes: '0', blocks: '0' });
     });
   });
 

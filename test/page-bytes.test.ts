@@ -12,7 +12,7 @@
  *
  * Both with the page cache on (each page asked twice: from the database,
  * then from memory) and off, before and after deletes (holes in the
- * positions, pages found through the team's tree) and undos; and each
+ * positions, pages found past the team's holes) and undos; and each
  * answer's audit line names exactly the users in its body, in order.
  *
  * Recording (only when the answers are meant to change, which the list's

@@ -12,6 +12,7 @@ import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
 import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../import/import.js';
 import { exportUsers } from '../import/export.js';
 import { purgeDeletedUsers } from '../users/deletion.js';
+import { compactSparseTeams } from '../writes/team-state.js';
 import { recountTeams } from '../users/recount.js';
 import { isUuid } from '../user-document/rules.js';
 
@@ -187,11 +188,13 @@ const COMMANDS: Record<string, Command> = {
         for (const u of users) process.stderr.write(`purged user ${u.user_id} of team ${u.team_id}\n`);
       });
       out(`purged ${purged} user${purged === 1 ? '' : 's'}`);
+      const compacted = await compactSparseTeams(db.sql);
+      if (compacted.length > 0) out(`compacted the positions of ${compacted.length} team${compacted.length === 1 ? '' : 's'}`);
     },
   },
   check: {
     usage: 'check [--team TEAM_ID]',
-    summary: "recount each team's kept counts, positions, tree and holes from its users; exit 1 naming every difference",
+    summary: "recount each team's kept counts, positions and holes from its users; exit 1 naming every difference",
     options: { team: { type: 'string' } }, positionals: 0,
     async run(db, v) {
       const teamIds = v.team === undefined ? undefined : [await existingTeam(db, v.team)];

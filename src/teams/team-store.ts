@@ -91,6 +91,7 @@ export async function deleteTeam(sql: Sql, teamId: string): Promise<'deleted' | 
           OR EXISTS (SELECT 1 FROM deleted_users WHERE team_id = ${teamId}) AS has_users`;
     if (has_users) return 'has_users';
     await tx`DELETE FROM list_holes WHERE team_id = ${teamId}`;
+    await tx`DELETE FROM list_hole_blocks WHERE team_id = ${teamId}`;
     await tx`DELETE FROM team_source_weeks WHERE team_id = ${teamId}`;
     await tx`DELETE FROM teams WHERE team_id = ${teamId}`;
     return 'deleted';

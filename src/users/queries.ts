@@ -1,6 +1,5 @@
 import type { Sql } from '../db/client.js';
 import { FRESH_BUFFERS, type BufferSource } from '../http/fast-path/answer-buffers.js';
-import type { KnownStart } from './known-holes.js';
 import { PageBodyWriter } from './page-body.js';
 
 /**
@@ -36,26 +35,19 @@ export interface UserPage {
   lease?: Buffer;
 }
 
-/** A page as read from PostgreSQL, with whether the team's positions had holes at its version (users deleted): see ./known-holes.ts. */
-export type ReadPage = UserPage & { holed: boolean };
-
 /** The largest page (the list's `limit`): written as a literal in findUserPage's statement, which test/page-statement.test.ts checks. */
 export const LARGEST_PAGE = 500;
 
-type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null, holed: Buffer | null];
+type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null];
 
 /**
  * One page in list order, with the team's total and version, in one
  * statement (one snapshot: total and page agree). The page is an index range
- * from the position of the user at `offset`, whatever the offset: that is
- * offset + 1 in a team whose positions have no holes, and otherwise found
- * through the team's tree of live users per bucket of positions
- * (migrations/005): list_seek (migrations/007) gives the bucket and how
- * many of its live users come first, and the bucket's holes (list_holes,
- * migrations/008) turn that into the position. Unless `known` gives the
- * start computed in memory from the team's holes at a version
- * (./known-holes.ts) and the team is still at that version: then the
- * statement starts there. `total` is the team's counter.
+ * from the position of the user at `offset`: offset + 1 in a team whose
+ * positions have no holes, and otherwise found from the team's holes in
+ * three steps (src/users/README.md, migrations/012): the block of buckets,
+ * then the bucket, then the position in the bucket. `total` is the team's
+ * counter.
  *
  * The rows come in list order from the index range (no sort), the version
  * and total on the first row only, and the start is computed once per page:
@@ -64,28 +56,22 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  *
  * Undefined: the team does not exist.
  */
-export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS, known?: KnownStart): Promise<ReadPage | undefined> {
+export async function findUserPage(sql: Sql, teamId: string, offset: number, limit: number, buffers: BufferSource = FRESH_BUFFERS): Promise<UserPage | undefined> {
   if (!(limit >= 0 && limit <= LARGEST_PAGE)) throw new RangeError(`a page holds 0 to ${LARGEST_PAGE} users, not ${limit}`);
   if (limit === 0) return countOnly(sql, teamId, offset);
   const page = new PageBodyWriter(buffers, limit);
   let version: string | undefined;
   let total: string | undefined;
-  let holed = false;
   let rows = 0;
   try {
     await sql`
       SELECT u.doc,
              CASE WHEN u.position IS NULL OR u.position = s.start THEN t.version END,
-             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count END,
-             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count <> t.next_position - 1 END
+             CASE WHEN u.position IS NULL OR u.position = s.start THEN t.user_count END
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
-                    WHEN t.version = ${known?.version ?? null}::bigint THEN ${known?.start ?? null}::bigint
-                    ELSE (SELECT b.at[1] + 1 + b.at[2] + (
-                            SELECT count(*) FROM list_holes h CROSS JOIN LATERAL unnest(h.holes) WITH ORDINALITY AS x(o, i)
-                            WHERE h.team_id = t.team_id AND h.bucket = list_bucket_of(b.at[1] + 1) AND x.o - x.i + 1 <= b.at[2])
-                          FROM (SELECT list_seek(t.list_tree, ${offset}) AS at OFFSET 0) b) END AS start
+                    ELSE ${offset}::bigint + 1 + ${pageStartHoles(sql, offset)} END AS start
         OFFSET 0
       ) s
       LEFT JOIN LATERAL (
@@ -95,12 +81,11 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       ) u ON true
       WHERE t.team_id = ${teamId}
       LIMIT ${limit}`.raw().forEach((row) => {
-      const [doc, versionBytes, totalBytes, holedBytes] = row as unknown as PageRow;
+      const [doc, versionBytes, totalBytes] = row as unknown as PageRow;
       if (rows++ === 0) {
-        if (versionBytes === null || totalBytes === null || holedBytes === null) throw new Error('the page statement returned a user before the team: rows out of order');
+        if (versionBytes === null || totalBytes === null) throw new Error('the page statement returned a user before the team: rows out of order');
         version = versionBytes.toString();
         total = totalBytes.toString();
-        holed = holedBytes.toString() === 't';
       }
       if (doc !== null) page.add(doc);
     });
@@ -113,18 +98,53 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
     return undefined;
   }
   const { body, buffer, auditIds } = page.finish(total, offset);
-  return { body, auditIds, version, holed, lease: buffer };
+  return { body, auditIds, version, lease: buffer };
+}
+
+/**
+ * The holes of team `t` before the position of its live user at `offset`
+ * (0-based): the page starts at offset + 1 + that. Each step takes the last
+ * unit (block of buckets, then bucket in that block) with at most `offset`
+ * live users before it, the live users before a unit being its first
+ * position - 1 minus the holes before it; inside the bucket, the user at
+ * `rest` lies past every hole whose offset minus the holes before it is at
+ * most `rest`. A team without blocks has no holes before anyone.
+ */
+function pageStartHoles(sql: Sql, offset: number) {
+  // Each step picks its unit in a subquery of its own (ORDER BY … LIMIT 1), so that the step below runs once, for that unit alone.
+  return sql`coalesce((
+          SELECT coalesce((
+            SELECT k.before + (
+              SELECT count(*) FROM unnest(k.holes) WITH ORDINALITY AS x(o, i)
+              WHERE x.o - x.i + 1 <= ${offset}::bigint - ((k.bucket - 1)::bigint * list_bucket_size() - k.before))
+            FROM (
+              SELECT w.bucket, w.holes, w.before FROM (
+                SELECT h.bucket, h.holes, b.before + sum(cardinality(h.holes)) OVER (ORDER BY h.bucket) - cardinality(h.holes) AS before
+                FROM list_holes h
+                WHERE h.team_id = t.team_id
+                  AND h.bucket BETWEEN (b.block - 1) * list_block_size() + 1 AND b.block * list_block_size()
+              ) w
+              WHERE (w.bucket - 1)::bigint * list_bucket_size() - w.before <= ${offset}::bigint
+              ORDER BY w.bucket DESC LIMIT 1
+            ) k), b.before)
+          FROM (
+            SELECT w.block, w.before FROM (
+              SELECT block, sum(holes) OVER (ORDER BY block) - holes AS before
+              FROM list_hole_blocks WHERE team_id = t.team_id
+            ) w
+            WHERE (w.block - 1)::bigint * list_block_size() * list_bucket_size() - w.before <= ${offset}::bigint
+            ORDER BY w.block DESC LIMIT 1
+          ) b), 0)`;
 }
 
 /** limit=0: the total alone. */
-async function countOnly(sql: Sql, teamId: string, offset: number): Promise<ReadPage | undefined> {
-  const [team] = await sql`SELECT version, user_count, user_count <> next_position - 1 FROM teams WHERE team_id = ${teamId}`.raw();
+async function countOnly(sql: Sql, teamId: string, offset: number): Promise<UserPage | undefined> {
+  const [team] = await sql`SELECT version, user_count FROM teams WHERE team_id = ${teamId}`.raw();
   if (!team) return undefined;
   return {
     body: Buffer.from(`{"users":[],"total":${team[1]!.toString()},"offset":${offset},"limit":0}`),
     auditIds: null,
     version: team[0]!.toString(),
-    holed: team[2]!.toString() === 't',
   };
 }
 

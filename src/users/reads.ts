@@ -1,7 +1,6 @@
 import type { ReadRouter } from '../db/read-router.js';
 import { AnswerBuffers } from '../http/fast-path/answer-buffers.js';
 import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js';
-import { findTeamHoles, KnownHoles } from './known-holes.js';
 import { PageCache } from './page-cache.js';
 import { findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
 import { currentWeek, teamMetrics, type TeamMetrics, type TeamMetricsRead } from './team-metrics.js';
@@ -27,20 +26,15 @@ export class UserReads {
   /** The buffers pages read from PostgreSQL are written in; the route gives each back once its answer is sent. */
   readonly pageBuffers = new AnswerBuffers(PAGE_BUFFERS_KEPT);
 
-  /** Teams' holes, for where their pages start (./known-holes.ts). */
-  readonly holes: KnownHoles;
-
   constructor(private readonly router: ReadRouter, pageCacheBytes: number) {
     this.pages = new PageCache(pageCacheBytes);
-    this.holes = new KnownHoles((teamId) => router.read((sql) => findTeamHoles(sql, teamId)));
   }
 
   /**
    * The page (offset, offset + limit] of the team's users in list order, with
    * the total; undefined when the team does not exist. A page from memory
    * while the team's version (one batched lookup) is still the one it was
-   * read at; otherwise from PostgreSQL, kept for next time, starting where
-   * the team's holes kept in memory say when they are still current. A page
+   * read at; otherwise from PostgreSQL, kept for next time. A page
    * of version v is what every snapshot at version v shows, so the two reads
    * need not share a snapshot or a replica.
    */
@@ -54,11 +48,8 @@ export class UserReads {
         return known;
       }
     }
-    const page = await this.router.read((sql) => findUserPage(sql, teamId, offset, limit, this.pageBuffers, this.holes.startOf(teamId, offset)));
-    if (page) {
-      this.pages.store(teamId, offset, limit, page);
-      this.holes.pageRead(teamId, page.version, page.holed);
-    }
+    const page = await this.router.read((sql) => findUserPage(sql, teamId, offset, limit, this.pageBuffers));
+    if (page) this.pages.store(teamId, offset, limit, page);
     return page;
   }
 

@@ -22,8 +22,8 @@ export interface TeamDrift {
  *   in all and by the week (Monday, UTC) they were made;
  * - `teams.next_position`: past every position held, live or scheduled;
  * - positions: distinct, and in list order (created_on, user_id);
- * - `teams.list_tree`: the live users of each bucket of positions;
  * - `list_holes`: the positions below next_position no live user holds;
+ * - `list_hole_blocks`: the holes of `list_holes` counted per block of buckets;
  * - `users.doc`: the document the user's columns and connections make.
  *
  * Every write must leave these right in its own transaction; `hds check`
@@ -34,7 +34,7 @@ export async function recountTeams(sql: Sql, teamIds?: string[]): Promise<{ team
     await tx`SET LOCAL statement_timeout = 0`;
     const only = teamIds ?? null;
     const { teams, drifts } = await counters(tx, only);
-    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await tree(tx, only), ...await holes(tx, only)] };
+    return { teams, drifts: [...drifts, ...await weeks(tx, only), ...await order(tx, only), ...await holes(tx, only), ...await holeBlocks(tx, only)] };
   });
   // The documents after the snapshot, in short statements of their own (documentDrifts): each row is read whole, so a
   // document and its columns always agree within it, and the check holds no lock on users for its whole length.
@@ -102,25 +102,6 @@ async function order(tx: Tx, only: Only): Promise<TeamDrift[]> {
   ]);
 }
 
-async function tree(tx: Tx, only: Only): Promise<TeamDrift[]> {
-  // Bucket i's live users as the tree keeps them (a difference of prefix sums) against the users there; the kept tree
-  // may reach further than the last live user's bucket (its last users deleted): those buckets must count 0.
-  const rows = await tx<{ team_id: string; buckets: string }[]>`
-    WITH t AS (SELECT team_id, list_tree FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])),
-    counted AS (
-      SELECT team_id, list_bucket_of(position) AS bucket, count(*)::int AS n FROM users
-      WHERE team_id IN (SELECT team_id FROM t) GROUP BY 1, 2
-    ), kept AS (
-      SELECT t.team_id, g.i AS bucket, list_prefix(t.list_tree, g.i) - list_prefix(t.list_tree, g.i - 1) AS n
-      FROM t CROSS JOIN LATERAL generate_series(1, coalesce(array_length(t.list_tree, 1), 0)) AS g(i)
-    )
-    SELECT team_id, count(*)::text AS buckets
-    FROM kept k FULL JOIN counted c USING (team_id, bucket)
-    WHERE coalesce(k.n, 0) <> coalesce(c.n, 0)
-    GROUP BY team_id`;
-  return rows.map((r) => ({ team_id: r.team_id, what: 'list_tree buckets miscounted', kept: r.buckets, counted: '0' }));
-}
-
 async function holes(tx: Tx, only: Only): Promise<TeamDrift[]> {
   const rows = await tx<{ team_id: string; buckets: string }[]>`
     WITH t AS (SELECT team_id FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])),
@@ -131,6 +112,22 @@ async function holes(tx: Tx, only: Only): Promise<TeamDrift[]> {
     WHERE k.holes IS DISTINCT FROM c.holes
     GROUP BY team_id`;
   return rows.map((r) => ({ team_id: r.team_id, what: 'list_holes buckets miscounted', kept: r.buckets, counted: '0' }));
+}
+
+async function holeBlocks(tx: Tx, only: Only): Promise<TeamDrift[]> {
+  // Against list_holes as kept, which holes() checks against the users: both right, or a drift named.
+  const rows = await tx<{ team_id: string; blocks: string }[]>`
+    WITH t AS (SELECT team_id FROM teams WHERE ${only}::uuid[] IS NULL OR team_id = ANY(${only}::uuid[])),
+    counted AS (
+      SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes
+      FROM list_holes WHERE team_id IN (SELECT team_id FROM t) GROUP BY 1, 2 HAVING sum(cardinality(holes)) <> 0
+    ),
+    kept AS (SELECT team_id, block, holes::bigint FROM list_hole_blocks WHERE holes <> 0 AND team_id IN (SELECT team_id FROM t))
+    SELECT team_id, count(*)::text AS blocks
+    FROM kept k FULL JOIN counted c USING (team_id, block)
+    WHERE k.holes IS DISTINCT FROM c.holes
+    GROUP BY team_id`;
+  return rows.map((r) => ({ team_id: r.team_id, what: 'list_hole_blocks miscounted', kept: r.blocks, counted: '0' }));
 }
 
 async function documents(sql: Sql, only: Only): Promise<TeamDrift[]> {

@@ -1,5 +1,5 @@
 import type { PendingQuery, Row } from 'postgres';
-import type { Queryable, Tx } from '../db/client.js';
+import type { Queryable, Sql, Tx } from '../db/client.js';
 
 /**
  * The one owner of a team's derived state: what is kept about a team's
@@ -8,14 +8,16 @@ import type { Queryable, Tx } from '../db/client.js';
  * - `teams.version`, raised by every change of the team's users, so that
  *   cached pages and metrics are answered again;
  * - `teams.user_count`, `teams.connected_sources` and `team_source_weeks`;
- * - the positions: `teams.next_position`, the tree of live users per
- *   bucket (`teams.list_tree`) and the holes per bucket (`list_holes`).
+ * - the positions: `teams.next_position`, the holes per bucket
+ *   (`list_holes`) and their count per block of buckets (`list_hole_blocks`),
+ *   from which a page finds where it starts (src/users/README.md).
  *
  * Every write to a team's users says here what it changed, in its own
  * transaction; nothing else writes these (the `teams` row itself is created
  * and deleted in src/teams/team-store.ts). `hds check` (recount.ts) recounts
  * all of it from the users. A purge changes none of it: the purged user was
- * out of the counts since its deletion, and its position stays a hole.
+ * out of the counts since its deletion, and its position stays a hole until
+ * the purge pass compacts the team (compactSparseTeams).
  *
  * The events of a change (contract section 10) are recorded here too, in
  * the same statement: a change that commits has them, one that rolls back
@@ -96,6 +98,11 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
       INSERT INTO list_holes AS h (team_id, bucket, holes)
       SELECT ${teamId}, list_bucket_of(d.left_at), ARRAY[list_offset_of(d.left_at)] FROM team_delta d WHERE d.left_at IS NOT NULL
       ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
+    )`, sql`
+    team_hole_blocks_opened AS (
+      INSERT INTO list_hole_blocks AS b (team_id, block, holes)
+      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1 FROM team_delta d WHERE d.left_at IS NOT NULL
+      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1
     )`);
   }
   if (change.returned) {
@@ -103,6 +110,10 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
     team_holes_filled AS (
       UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(d.returned_at))
       FROM team_delta d WHERE h.team_id = ${teamId} AND h.bucket = list_bucket_of(d.returned_at)
+    )`, sql`
+    team_hole_blocks_filled AS (
+      UPDATE list_hole_blocks b SET holes = b.holes - 1
+      FROM team_delta d WHERE b.team_id = ${teamId} AND b.block = list_block_of(list_bucket_of(d.returned_at))
     )`);
   }
   parts.push(sql`
@@ -111,10 +122,6 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
         version = t.version + 1,
         user_count = t.user_count + d.appended - (d.left_at IS NOT NULL)::int + (d.returned_at IS NOT NULL)::int,
         next_position = t.next_position + d.appended,
-        list_tree = CASE
-          WHEN d.left_at IS NOT NULL THEN list_add(t.list_tree, d.left_at, -1)
-          WHEN d.returned_at IS NOT NULL THEN list_add(t.list_tree, d.returned_at, 1)
-          ELSE list_add_range(t.list_tree, t.next_position, d.appended) END,
         connected_sources = t.connected_sources - d.unlinked + d.linked
       FROM team_delta d
       WHERE t.team_id = ${teamId}
@@ -168,7 +175,7 @@ export async function usersChanged(tx: Tx, teamIds: string[]): Promise<void> {
 export async function usersAppended(tx: Tx, teams: { teamIds: string[]; added: number[] }): Promise<void> {
   await tx`
     UPDATE teams t SET user_count = t.user_count + a.n, version = t.version + 1,
-      next_position = t.next_position + a.n, list_tree = list_add_range(t.list_tree, t.next_position, a.n)
+      next_position = t.next_position + a.n
     FROM unnest(${teams.teamIds}::uuid[], ${teams.added}::int[]) AS a(team_id, n)
     WHERE t.team_id = a.team_id`;
 }
@@ -189,8 +196,8 @@ export async function connectionsChanged(tx: Tx, delta: Fragment): Promise<void>
 
 /**
  * Teams whose users were all just loaded at positions 1..n (the bulk
- * import), n and their connections counted while loading: no holes, a
- * dense tree, their week counts set.
+ * import), n and their connections counted while loading: no holes,
+ * their week counts set.
  */
 export async function teamsLoaded(tx: Tx, loaded: {
   teamIds: string[]; users: number[]; connections: number[];
@@ -198,10 +205,11 @@ export async function teamsLoaded(tx: Tx, loaded: {
 }): Promise<void> {
   await tx`
     UPDATE teams t SET user_count = c.n, version = t.version + 1,
-      next_position = c.n + 1, list_tree = list_tree_dense(c.n), connected_sources = c.links
+      next_position = c.n + 1, connected_sources = c.links
     FROM unnest(${loaded.teamIds}::uuid[], ${loaded.users}::int[], ${loaded.connections}::int[]) AS c(team_id, n, links)
     WHERE t.team_id = c.team_id`;
   await tx`DELETE FROM list_holes WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
+  await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
   await tx`
     INSERT INTO team_source_weeks (team_id, week, connections)
     SELECT * FROM unnest(${loaded.weeks.teamIds}::uuid[], ${loaded.weeks.weeks}::date[], ${loaded.weeks.counts}::int[])
@@ -243,7 +251,6 @@ export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void>
       user_count = (SELECT count(*) FROM users u WHERE u.team_id = t.team_id),
       next_position = greatest((SELECT max(position) FROM users u WHERE u.team_id = t.team_id),
                                (SELECT max(position) FROM deleted_users d WHERE d.team_id = t.team_id), 0) + 1,
-      list_tree = list_tree_of(t.team_id),
       connected_sources = (SELECT count(*) FROM user_sources us JOIN users u USING (user_id) WHERE u.team_id = t.team_id)
     WHERE t.team_id = ANY(${teamIds}::uuid[])`;
   await tx`DELETE FROM team_source_weeks WHERE team_id = ANY(${teamIds}::uuid[])`;
@@ -257,4 +264,41 @@ export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void>
   await tx`
     INSERT INTO list_holes (team_id, bucket, holes)
     SELECT t.team_id, h.bucket, h.holes FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_holes_of(t.team_id) h`;
+  await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`
+    INSERT INTO list_hole_blocks (team_id, block, holes)
+    SELECT team_id, list_block_of(bucket), sum(cardinality(holes)) FROM list_holes
+    WHERE team_id = ANY(${teamIds}::uuid[]) GROUP BY 1, 2`;
+}
+
+/**
+ * A team compacts once users purged for good hold a quarter of the
+ * positions given out: their holes are paged over until then, and with
+ * churn (users created and erased) would otherwise grow without bound.
+ */
+const COMPACT_AT_SHARE = 0.25;
+
+/**
+ * Closes the holes of purged users in every team where they have reached
+ * COMPACT_AT_SHARE of its positions: the team's users are renumbered in
+ * list order (renumberTeam), one team per transaction, the team's row
+ * locked for it as by any write (a write that meets it mid-statement may
+ * deadlock with it: one of the two is rolled back, the write retried, the
+ * compaction tried again at the next pass). Returns the teams compacted
+ * (only among `teamIds` when given). Run by the purge pass, after it purged.
+ */
+export async function compactSparseTeams(sql: Sql, teamIds?: string[]): Promise<string[]> {
+  const only = teamIds ?? null;
+  const sparse = await sql<{ team_id: string }[]>`
+    SELECT t.team_id FROM teams t
+    WHERE (${only}::uuid[] IS NULL OR t.team_id = ANY(${only}::uuid[]))
+      AND t.next_position - 1 - t.user_count >= ${COMPACT_AT_SHARE}::float8 * (t.next_position - 1) AND t.next_position > 1
+      AND t.next_position - 1 - t.user_count - (SELECT count(*) FROM deleted_users d WHERE d.team_id = t.team_id)
+          >= greatest(1, ${COMPACT_AT_SHARE}::float8 * (t.next_position - 1))`;
+  for (const { team_id: teamId } of sparse) {
+    await sql.begin(async (tx) => {
+      if ((await lockTeams(tx, [teamId])).length > 0) await renumberTeam(tx, teamId);
+    });
+  }
+  return sparse.map((t) => t.team_id);
 }
