@@ -106,7 +106,8 @@ async function setUp(): Promise<Setup> {
 function start(s: Setup, name: string): Promise<Service> {
   return startService({
     root, target: { databaseUrl: s.url }, logFile: path.join(workDir, `${name}.log`),
-    extraEnv: { WEBHOOK_ALLOW_PRIVATE: 'true', DEMO_SEED: 'false' },
+    // Keep-alive past the load's idle gaps: with the default, the load saw "other side closed" errors.
+    extraEnv: { WEBHOOK_ALLOW_PRIVATE: 'true', DEMO_SEED: 'false', KEEP_ALIVE_TIMEOUT_MS: '30000' },
     ...(args.profile ? { profileDir: workDir } : {}),
   });
 }

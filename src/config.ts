@@ -95,7 +95,7 @@ export const ConfigSchema = Type.Object({
   databaseReadUrls: list('DATABASE_READ_URLS', Type.String({ schemes: PG_SCHEMES }), {
     description: 'comma-separated read replicas; reads go there, writes to `DATABASE_URL`',
   }),
-  dbPoolMax: int('DB_POOL_MAX', { default: 10, minimum: 1, maximum: 1000, description: 'connections per pool and process' }),
+  dbPoolMax: int('DB_POOL_MAX', { default: 10, minimum: 1, maximum: 1000, description: 'connections of the request pool of each process (its webhook delivery thread opens 5 more)' }),
   dbStatementTimeoutMs: int('DB_STATEMENT_TIMEOUT_MS', {
     default: 5000, minimum: 1, maximum: 600_000,
     description: 'statement timeout of request queries (imports and migrations have none)',

@@ -13,20 +13,21 @@ import { LogDestination } from './http/fast-path/log-destination.js';
 import { purgeDeletedUsers, type PurgedUser } from './users/deletion.js';
 import { compactSparseTeams } from './writes/team-state.js';
 import { pruneEvents } from './events/claims.js';
-import { Dispatcher } from './events/dispatcher.js';
+import { DeliveryThread } from './events/delivery-thread.js';
 import { registerDeliveryMetrics } from './events/metrics.js';
 
 /**
  * The process: configuration, database, listen, and an orderly shutdown.
  * Shutdown phases: stop accepting and stop claiming webhook messages, let
  * requests and delivery attempts in flight finish (bounded by
- * SHUTDOWN_GRACE_MS), flush key last-used times, close pools, stop the
- * embedded PostgreSQL.
+ * SHUTDOWN_GRACE_MS) and end the delivery thread, flush key last-used times,
+ * close pools, stop the embedded PostgreSQL.
  */
 async function startServer(config: Config) {
   const say = (msg: string) => process.stderr.write(`hds: ${msg}\n`);
   // The freeze guard: requests get a 503 within two seconds even when the primary stops answering altogether.
-  const db = await openDatabase(config, say, 'hds-server', {
+  const applicationName = 'hds-server';
+  const db = await openDatabase(config, say, applicationName, {
     freezeGuard: { frozenAfterMs: config.dbFreezeTimeoutMs, checkIntervalMs: Math.min(250, Math.floor(config.dbFreezeTimeoutMs / 4)) },
   });
 
@@ -49,13 +50,12 @@ async function startServer(config: Config) {
   const flushTimer = setInterval(() => flushUses().catch((err) => app.log.warn({ err }, 'could not record key use')), 10_000);
   flushTimer.unref();
   const purgeTimer = schedulePurges(db.sql, config, app.log);
-  // Webhook delivery, in every process (src/events/dispatcher.ts); attempts of any instance are claimed once.
-  const dispatcher = new Dispatcher(db.sql, {
-    timeoutMs: config.webhookTimeoutMs, retryScheduleMs: config.webhookRetryScheduleMs,
-    disableAfterMs: config.webhookDisableAfterMs, allowPrivate: config.webhookAllowPrivate, log: app.log,
+  // Webhook delivery, in every process, on a thread and a pool of its own (src/events/delivery-thread.ts):
+  // off the requests' event loop. Attempts of any instance are claimed once.
+  const delivery = await DeliveryThread.start({
+    url: db.url, config, applicationName, writeLog: (line) => logDestination.write(line), log: app.log,
   });
-  registerDeliveryMetrics(app.metrics.registry, db.sql, dispatcher.stats);
-  await dispatcher.start();
+  registerDeliveryMetrics(app.metrics.registry, db.sql, delivery.stats);
 
   await app.listen({ port: config.port, host: config.host });
   // /metrics on its own listener (kept open until the end of shutdown), never on the API port.
@@ -80,9 +80,15 @@ async function startServer(config: Config) {
         app.server.closeAllConnections();
       }, drainMs);
       force.unref();
+      const stopDelivery = async () => {
+        say(`stopping webhook delivery (attempts in flight get up to ${drainMs} ms)`);
+        await delivery.stop(drainMs);
+        say('webhook delivery stopped');
+      };
       try {
-        // Delivery stops claiming at once; its attempts in flight get the requests' time.
-        await Promise.all([app.close(), dispatcher.stop(drainMs)]);
+        // Delivery stops claiming at once; its attempts in flight get the requests' time. Its pool is
+        // closed before the embedded PostgreSQL stops.
+        await Promise.all([app.close(), stopDelivery()]);
         clearInterval(flushTimer);
         clearInterval(purgeTimer);
         await flushUses().catch(() => {});

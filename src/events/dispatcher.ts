@@ -17,6 +17,9 @@ import { Sender } from './send.js';
  * and by a scan of every endpoint every SCAN_EVERY_MS (and whenever the
  * LISTEN connection is made again), which also finds the messages of a
  * dispatcher that died mid-attempt once their lease is over.
+ *
+ * The server runs it on a worker thread of its own (./delivery-thread.ts),
+ * off the event loop that answers requests.
  */
 
 /** What the dispatcher logs: a pino or Fastify logger. */
@@ -35,6 +38,8 @@ export interface DispatcherOptions {
   /** WEBHOOK_ALLOW_PRIVATE */
   allowPrivate: boolean;
   log: DeliveryLog;
+  /** Where the counts go: shared memory when the dispatcher runs on the delivery thread (./delivery-thread.ts). */
+  stats?: DeliveryStats;
 }
 
 /** Counts since the start, for /metrics. */
@@ -47,12 +52,40 @@ export interface DeliveryStats {
   endpointsDisabled: number;
 }
 
+const STAT_FIELDS = ['delivered', 'retried', 'exhausted', 'endpointsDisabled'] as const;
+
+/**
+ * DeliveryStats in a SharedArrayBuffer: the Dispatcher on the delivery thread
+ * counts, /metrics on the main thread reads them synchronously at a scrape.
+ * 64-bit counts: 32 bits would wrap after some days at thousands a second.
+ * One thread writes (the dispatcher's), so `++`'s load-then-store loses nothing.
+ */
+export class SharedDeliveryStats implements DeliveryStats {
+  private readonly counts: BigInt64Array;
+
+  constructor(readonly buffer = new SharedArrayBuffer(STAT_FIELDS.length * BigInt64Array.BYTES_PER_ELEMENT)) {
+    this.counts = new BigInt64Array(buffer);
+  }
+
+  private read(i: number): number { return Number(Atomics.load(this.counts, i)); }
+  private write(i: number, n: number): void { Atomics.store(this.counts, i, BigInt(n)); }
+
+  get delivered(): number { return this.read(0); }
+  set delivered(n: number) { this.write(0, n); }
+  get retried(): number { return this.read(1); }
+  set retried(n: number) { this.write(1, n); }
+  get exhausted(): number { return this.read(2); }
+  set exhausted(n: number) { this.write(2, n); }
+  get endpointsDisabled(): number { return this.read(3); }
+  set endpointsDisabled(n: number) { this.write(3, n); }
+}
+
 const SCAN_EVERY_MS = 2000;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
 
 export class Dispatcher {
-  readonly stats: DeliveryStats = { delivered: 0, retried: 0, exhausted: 0, endpointsDisabled: 0 };
+  readonly stats: DeliveryStats;
   private readonly lanes = new Map<string, Lane>();
   private readonly sender: Sender;
   private stopped = false;
@@ -63,6 +96,7 @@ export class Dispatcher {
   private scanning = false;
 
   constructor(readonly sql: Sql, readonly options: DispatcherOptions) {
+    this.stats = options.stats ?? { delivered: 0, retried: 0, exhausted: 0, endpointsDisabled: 0 };
     this.sender = new Sender({ timeoutMs: options.timeoutMs, allowPrivate: options.allowPrivate }, MAX_IN_FLIGHT);
   }
 
