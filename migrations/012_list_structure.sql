@@ -1,9 +1,9 @@
--- Where a page starts after deletions becomes one mechanism, in the page
--- statement's own SQL (src/users/queries.ts; src/users/README.md says how):
--- the team's holes per bucket of 256 positions (list_holes, 008), and now
--- their count per block of 64 buckets (list_hole_blocks). A page sums the
--- block counts to find its block, the bucket counts inside that block to
--- find its bucket, and the bucket's holes to find its position.
+-- Where a page starts after deletions becomes one mechanism, one SQL
+-- query (list_page_start below; src/users/README.md says how): the team's
+-- holes per bucket of 256 positions (list_holes, 008), and now their count
+-- per block of 64 buckets (list_hole_blocks). A page sums the block counts
+-- to find its block, the bucket counts inside that block to find its
+-- bucket, and the bucket's holes to find its position.
 --
 -- The Fenwick tree in teams.list_tree (005) goes, with list_seek (007) and
 -- the functions that kept it: every page read detoasted it and every delete
@@ -22,6 +22,44 @@ CREATE FUNCTION list_block_size() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELEC
 
 CREATE FUNCTION list_block_of(bucket int) RETURNS int
 LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT (bucket - 1) / list_block_size() + 1 $$;
+
+-- The position of the team's live user at `skip` (0-based): skip + 1 plus
+-- the holes before it. Each step takes the last unit (block, then bucket of
+-- that block) with at most `skip` live users before it: a unit's first
+-- position - 1 minus the holes before it. Inside the bucket the user lies
+-- past every hole whose offset minus the holes before it is at most the
+-- rest. Each step picks its row in a subquery of its own (ORDER BY … LIMIT
+-- 1), so that the step below runs once, for that row alone.
+--
+-- PL/pgSQL only to keep the query's plan for the session: inside the page
+-- statement its planning (about 0.5 ms) came back on every page of a small
+-- limit, for which PostgreSQL's plan cache prefers a custom plan.
+CREATE FUNCTION list_page_start(team uuid, skip bigint) RETURNS bigint
+LANGUAGE plpgsql STABLE STRICT AS $$
+BEGIN
+  RETURN skip + 1 + coalesce((
+    SELECT coalesce((
+      SELECT k.before + (
+        SELECT count(*) FROM unnest(k.holes) WITH ORDINALITY AS x(o, i)
+        WHERE x.o - x.i + 1 <= skip - ((k.bucket - 1)::bigint * list_bucket_size() - k.before))
+      FROM (
+        SELECT w.bucket, w.holes, w.before FROM (
+          SELECT h.bucket, h.holes, b.before + sum(cardinality(h.holes)) OVER (ORDER BY h.bucket) - cardinality(h.holes) AS before
+          FROM list_holes h
+          WHERE h.team_id = team AND h.bucket BETWEEN (b.block - 1) * list_block_size() + 1 AND b.block * list_block_size()
+        ) w
+        WHERE (w.bucket - 1)::bigint * list_bucket_size() - w.before <= skip
+        ORDER BY w.bucket DESC LIMIT 1
+      ) k), b.before)
+    FROM (
+      SELECT w.block, w.before FROM (
+        SELECT block, sum(holes) OVER (ORDER BY block) - holes AS before
+        FROM list_hole_blocks WHERE team_id = team
+      ) w
+      WHERE (w.block - 1)::bigint * list_block_size() * list_bucket_size() - w.before <= skip
+      ORDER BY w.block DESC LIMIT 1
+    ) b), 0);
+END $$;
 
 INSERT INTO list_hole_blocks (team_id, block, holes)
 SELECT team_id, list_block_of(bucket), sum(cardinality(holes))

@@ -44,10 +44,9 @@ type PageRow = [doc: Buffer | null, version: Buffer | null, total: Buffer | null
  * One page in list order, with the team's total and version, in one
  * statement (one snapshot: total and page agree). The page is an index range
  * from the position of the user at `offset`: offset + 1 in a team whose
- * positions have no holes, and otherwise found from the team's holes in
- * three steps (src/users/README.md, migrations/012): the block of buckets,
- * then the bucket, then the position in the bucket. `total` is the team's
- * counter.
+ * positions have no holes, and otherwise found from the team's holes by
+ * list_page_start (migrations/012, src/users/README.md). `total` is the
+ * team's counter.
  *
  * The rows come in list order from the index range (no sort), the version
  * and total on the first row only, and the start is computed once per page:
@@ -71,7 +70,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
-                    ELSE ${offset}::bigint + 1 + ${pageStartHoles(sql, offset)} END AS start
+                    ELSE list_page_start(t.team_id, ${offset}) END AS start
         OFFSET 0
       ) s
       LEFT JOIN LATERAL (
@@ -99,42 +98,6 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
   }
   const { body, buffer, auditIds } = page.finish(total, offset);
   return { body, auditIds, version, lease: buffer };
-}
-
-/**
- * The holes of team `t` before the position of its live user at `offset`
- * (0-based): the page starts at offset + 1 + that. Each step takes the last
- * unit (block of buckets, then bucket in that block) with at most `offset`
- * live users before it, the live users before a unit being its first
- * position - 1 minus the holes before it; inside the bucket, the user at
- * `rest` lies past every hole whose offset minus the holes before it is at
- * most `rest`. A team without blocks has no holes before anyone.
- */
-function pageStartHoles(sql: Sql, offset: number) {
-  // Each step picks its unit in a subquery of its own (ORDER BY … LIMIT 1), so that the step below runs once, for that unit alone.
-  return sql`coalesce((
-          SELECT coalesce((
-            SELECT k.before + (
-              SELECT count(*) FROM unnest(k.holes) WITH ORDINALITY AS x(o, i)
-              WHERE x.o - x.i + 1 <= ${offset}::bigint - ((k.bucket - 1)::bigint * list_bucket_size() - k.before))
-            FROM (
-              SELECT w.bucket, w.holes, w.before FROM (
-                SELECT h.bucket, h.holes, b.before + sum(cardinality(h.holes)) OVER (ORDER BY h.bucket) - cardinality(h.holes) AS before
-                FROM list_holes h
-                WHERE h.team_id = t.team_id
-                  AND h.bucket BETWEEN (b.block - 1) * list_block_size() + 1 AND b.block * list_block_size()
-              ) w
-              WHERE (w.bucket - 1)::bigint * list_bucket_size() - w.before <= ${offset}::bigint
-              ORDER BY w.bucket DESC LIMIT 1
-            ) k), b.before)
-          FROM (
-            SELECT w.block, w.before FROM (
-              SELECT block, sum(holes) OVER (ORDER BY block) - holes AS before
-              FROM list_hole_blocks WHERE team_id = t.team_id
-            ) w
-            WHERE (w.block - 1)::bigint * list_block_size() * list_bucket_size() - w.before <= ${offset}::bigint
-            ORDER BY w.block DESC LIMIT 1
-          ) b), 0)`;
 }
 
 /** limit=0: the total alone. */
