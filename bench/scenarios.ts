@@ -164,7 +164,7 @@ const STEADY_IDS = ['get-one', 'list-random'];
 
 /**
  * Reads again once a tenth of the biggest team is deleted (positions with
- * holes: pages start through the team's tree, migrations/005). The targets:
+ * holes: pages find their start from them, src/users/README.md). The targets:
  * paging still independent of the offset and `total` of the team size, and
  * a random page or user as fast, against its floor, as just before the
  * deletes. The baseline is measured just before them, not taken from the

@@ -64,8 +64,8 @@ export interface DeleteCost {
 /**
  * The time of deleting the team's first user (in list order) against its
  * last, each deleted and at once undone, alternating, one request at a time:
- * a delete updates the team's tree of live users (migrations/005), which
- * should cost the same at either end.
+ * a delete updates the team's holes (src/users/README.md), which should
+ * cost the same at either end.
  */
 export async function measureDeleteCost(client: TeamClient, times: number): Promise<DeleteCost> {
   const { userId: first, total } = await client.userAt(0);

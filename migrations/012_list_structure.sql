@@ -29,12 +29,14 @@ LANGUAGE sql IMMUTABLE STRICT AS $$ SELECT (bucket - 1) / list_block_size() + 1 
 -- position - 1 minus the holes before it. Inside the bucket the user lies
 -- past every hole whose offset minus the holes before it is at most the
 -- rest. Each step picks its row in a subquery of its own (ORDER BY … LIMIT
--- 1), so that the step below runs once, for that row alone.
+-- 1), so that the step below runs once, for that row alone. A step reads no
+-- unit past skip + 1 + the holes that can lie before it (the team's
+-- `team_holes`, then the block's): the user cannot be further on.
 --
 -- PL/pgSQL only to keep the query's plan for the session: inside the page
 -- statement its planning (about 0.5 ms) came back on every page of a small
 -- limit, for which PostgreSQL's plan cache prefers a custom plan.
-CREATE FUNCTION list_page_start(team uuid, skip bigint) RETURNS bigint
+CREATE FUNCTION list_page_start(team uuid, skip bigint, team_holes bigint) RETURNS bigint
 LANGUAGE plpgsql STABLE STRICT AS $$
 BEGIN
   RETURN skip + 1 + coalesce((
@@ -47,14 +49,15 @@ BEGIN
           SELECT h.bucket, h.holes, b.before + sum(cardinality(h.holes)) OVER (ORDER BY h.bucket) - cardinality(h.holes) AS before
           FROM list_holes h
           WHERE h.team_id = team AND h.bucket BETWEEN (b.block - 1) * list_block_size() + 1 AND b.block * list_block_size()
+            AND h.bucket <= list_bucket_of(skip + 1 + b.before + b.holes)
         ) w
         WHERE (w.bucket - 1)::bigint * list_bucket_size() - w.before <= skip
         ORDER BY w.bucket DESC LIMIT 1
       ) k), b.before)
     FROM (
-      SELECT w.block, w.before FROM (
-        SELECT block, sum(holes) OVER (ORDER BY block) - holes AS before
-        FROM list_hole_blocks WHERE team_id = team
+      SELECT w.block, w.before, w.holes FROM (
+        SELECT block, holes, sum(holes) OVER (ORDER BY block) - holes AS before
+        FROM list_hole_blocks WHERE team_id = team AND block <= list_block_of(list_bucket_of(skip + 1 + team_holes))
       ) w
       WHERE (w.block - 1)::bigint * list_block_size() * list_bucket_size() - w.before <= skip
       ORDER BY w.block DESC LIMIT 1

@@ -70,7 +70,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
       FROM teams t
       CROSS JOIN LATERAL (
         SELECT CASE WHEN t.user_count = t.next_position - 1 THEN ${offset}::bigint + 1
-                    ELSE list_page_start(t.team_id, ${offset}) END AS start
+                    ELSE list_page_start(t.team_id, ${offset}, t.next_position - 1 - t.user_count) END AS start
         OFFSET 0
       ) s
       LEFT JOIN LATERAL (
