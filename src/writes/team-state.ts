@@ -289,6 +289,7 @@ const COMPACT_AT_SHARE = 0.25;
  */
 export async function compactSparseTeams(sql: Sql, teamIds?: string[]): Promise<string[]> {
   const only = teamIds ?? null;
+  // All holes past the share (read from the team's row) first: only those teams have their scheduled users counted.
   const sparse = await sql<{ team_id: string }[]>`
     SELECT t.team_id FROM teams t
     WHERE (${only}::uuid[] IS NULL OR t.team_id = ANY(${only}::uuid[]))
