@@ -23,7 +23,8 @@ export interface TeamDrift {
  * - `teams.next_position`: past every position held, live or scheduled;
  * - positions: distinct, and in list order (created_on, user_id);
  * - `list_holes`: the positions below next_position no live user holds;
- * - `list_hole_blocks`: the holes of `list_holes` counted per block of buckets;
+ * - `list_hole_blocks`: the holes of `list_holes` counted per block of buckets,
+ *   in all and per bucket;
  * - `users.doc`: the document the user's columns and connections make.
  *
  * Every write must leave these right in its own transaction; `hds check`
@@ -122,10 +123,10 @@ async function holeBlocks(tx: Tx, only: Only): Promise<TeamDrift[]> {
       SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes
       FROM list_holes WHERE team_id IN (SELECT team_id FROM t) GROUP BY 1, 2 HAVING sum(cardinality(holes)) <> 0
     ),
-    kept AS (SELECT team_id, block, holes::bigint FROM list_hole_blocks WHERE holes <> 0 AND team_id IN (SELECT team_id FROM t))
+    kept AS (SELECT team_id, block, holes::bigint, bucket_holes FROM list_hole_blocks WHERE holes <> 0 AND team_id IN (SELECT team_id FROM t))
     SELECT team_id, count(*)::text AS blocks
     FROM kept k FULL JOIN counted c USING (team_id, block)
-    WHERE k.holes IS DISTINCT FROM c.holes
+    WHERE k.holes IS DISTINCT FROM c.holes OR k.bucket_holes IS DISTINCT FROM list_block_buckets(team_id, block)
     GROUP BY team_id`;
   return rows.map((r) => ({ team_id: r.team_id, what: 'list_hole_blocks miscounted', kept: r.blocks, counted: '0' }));
 }

@@ -100,9 +100,12 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
       ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
     )`, sql`
     team_hole_blocks_opened AS (
-      INSERT INTO list_hole_blocks AS b (team_id, block, holes)
-      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1 FROM team_delta d WHERE d.left_at IS NOT NULL
-      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1
+      INSERT INTO list_hole_blocks AS b (team_id, block, holes, bucket_holes)
+      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1, list_block_with_hole(list_bucket_of(d.left_at))
+      FROM team_delta d WHERE d.left_at IS NOT NULL
+      -- excluded.bucket_holes counts this hole alone: its one 1 stands in the hole's bucket.
+      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1,
+        bucket_holes[array_position(excluded.bucket_holes, 1)] = b.bucket_holes[array_position(excluded.bucket_holes, 1)] + 1
     )`);
   }
   if (change.returned) {
@@ -112,7 +115,8 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
       FROM team_delta d WHERE h.team_id = ${teamId} AND h.bucket = list_bucket_of(d.returned_at)
     )`, sql`
     team_hole_blocks_filled AS (
-      UPDATE list_hole_blocks b SET holes = b.holes - 1
+      UPDATE list_hole_blocks b SET holes = b.holes - 1,
+        bucket_holes[list_bucket_in_block(list_bucket_of(d.returned_at))] = b.bucket_holes[list_bucket_in_block(list_bucket_of(d.returned_at))] - 1
       FROM team_delta d WHERE b.team_id = ${teamId} AND b.block = list_block_of(list_bucket_of(d.returned_at))
     )`);
   }
@@ -266,9 +270,10 @@ export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void>
     SELECT t.team_id, h.bucket, h.holes FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_holes_of(t.team_id) h`;
   await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`
-    INSERT INTO list_hole_blocks (team_id, block, holes)
-    SELECT team_id, list_block_of(bucket), sum(cardinality(holes)) FROM list_holes
-    WHERE team_id = ANY(${teamIds}::uuid[]) GROUP BY 1, 2`;
+    INSERT INTO list_hole_blocks (team_id, block, holes, bucket_holes)
+    SELECT b.team_id, b.block, b.holes, list_block_buckets(b.team_id, b.block)
+    FROM (SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes FROM list_holes
+          WHERE team_id = ANY(${teamIds}::uuid[]) GROUP BY 1, 2) b`;
 }
 
 /**
