@@ -84,6 +84,14 @@ describe('the page statement', () => {
     assert.ok(Number(prepared.generic_plans) >= 7, `generic plans: ${prepared.generic_plans}, custom plans: ${prepared.custom_plans}`);
   });
 
+  it('has the position arithmetic inlined into the statements that use it, not run as a function per call', async () => {
+    // PostgreSQL inlines a STRICT SQL function only when its body calls strict functions alone (migrations/013).
+    const [{ 'QUERY PLAN': [{ Plan: plan }] }] = await sql.unsafe(
+      'EXPLAIN (VERBOSE, FORMAT JSON) SELECT list_block_of(list_bucket_of(p)), list_offset_of(p), list_bucket_in_block(list_bucket_of(p)) FROM generate_series(1::bigint, 3) AS p',
+    ) as unknown as [{ 'QUERY PLAN': [{ Plan: PlanNode & { Output: string[] } }] }];
+    assert.ok(plan.Output.length === 3 && plan.Output.every((o) => !/list_/.test(o)), plan.Output.join(', '));
+  });
+
   it('finds where a page of a team with holes starts once per page, not once per row', async () => {
     const app = await testApp(sql);
     try {
