@@ -57,7 +57,7 @@ DECLARE
 BEGIN
   SELECT array_agg(b.block ORDER BY b.block), array_agg(b.holes ORDER BY b.block) INTO blocks, counts
   FROM list_hole_blocks b
-  WHERE b.team_id = team AND b.block <= (skip + team_holes) / (block_size * bucket_size) + 1;
+  WHERE b.team_id = team AND b.block <= list_block_of(list_bucket_of(skip + 1 + team_holes));
   FOR k IN 1 .. coalesce(cardinality(blocks), 0) LOOP
     EXIT WHEN (blocks[k] - 1) * block_size * bucket_size - before > skip;
     user_block := blocks[k]; block_before := before;
