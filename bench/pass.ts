@@ -218,7 +218,8 @@ async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: strin
   const before = await client.total();
   if (before === undefined) throw new Error('the biggest team\'s list answers no total before the deletes');
   // Every user of the dataset is live here (the writes undid their deletes); the users create added are not in the file.
-  for (const s of selected(ctx, beforeDeleteScenarios(ctx.dataset, ctx.keys, { users: before, idsFile: ctx.dataset.biggestIdsFile }))) await measure(phase, s);
+  const created = before - datasetIds.length;
+  for (const s of selected(ctx, beforeDeleteScenarios(ctx.dataset, ctx.keys, { users: before, idsFile: ctx.dataset.biggestIdsFile, created }))) await measure(phase, s);
   ctx.say(`deleting ${num(doomed.length)} users of the biggest team (a tenth) through the API, ${DELETE_CONNECTIONS} connections`);
   const deleted = await deleteUsers(client, doomed, DELETE_CONNECTIONS);
   const after = await client.total();
@@ -235,7 +236,7 @@ async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: strin
   const idsFile = path.join(ctx.workDir, `live-ids-${process.pid}.txt`);
   fs.writeFileSync(idsFile, datasetIds.filter((id) => !gone.has(id)).join('\n') + '\n');
   try {
-    for (const s of selected(ctx, afterDeleteScenarios(ctx.dataset, ctx.keys, { users: after, idsFile }))) await measure(phase, s);
+    for (const s of selected(ctx, afterDeleteScenarios(ctx.dataset, ctx.keys, { users: after, idsFile, created }))) await measure(phase, s);
   } finally {
     fs.rmSync(idsFile, { force: true });
   }
@@ -302,7 +303,7 @@ async function withWrites(phase: Phase, body: (users: WriteUsers) => Promise<voi
 async function mainPhase(phase: Phase): Promise<void> {
   const { ctx } = phase;
   const { dataset, keys } = ctx;
-  for (const s of selected(ctx, readScenarios(dataset, keys, { users: dataset.biggest.users, idsFile: dataset.biggestIdsFile }))) await measure(phase, s);
+  for (const s of selected(ctx, readScenarios(dataset, keys, { users: dataset.biggest.users, idsFile: dataset.biggestIdsFile, created: 0 }))) await measure(phase, s);
   if (!WRITE_IDS.some((id) => wanted(ctx, id))) return;
   await withWrites(phase, async ({ datasetIds, pool, doomed }) => {
     const client = new TeamClient(phase.service.baseUrl, keys.biggest);

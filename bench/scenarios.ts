@@ -49,6 +49,12 @@ export interface TeamView {
   users: number;
   /** One id of a live user of the team per line. */
   idsFile: string;
+  /**
+   * Users the bench itself created, last in list order. The deepest page is
+   * taken before them: their answers are smaller than the dataset's, and a
+   * page of them would flatter the service's floor (and so lower its ratio).
+   */
+  created: number;
 }
 
 export const KEY_HEADER = 'x-service-api-key';
@@ -107,9 +113,9 @@ export function readScenarios(dataset: Dataset, keys: Keys, view: TeamView): Sce
   const small = { [KEY_HEADER]: keys.smallest };
   const teamId = dataset.biggest.teamId;
   const n = view.users;
-  // The deepest full page (the team's last 100 users): the real last page may hold only a few users,
+  // The deepest full page of the dataset's users: the real last page may hold only a few users,
   // which would flatter the comparison with the first page.
-  const maxOffset = Math.max(n - 100, 0);
+  const maxOffset = Math.max(n - view.created - 100, 0);
   const userPaths = distinctSample(readIds(view.idsFile), SAMPLE).map((id) => `/v2/user/${id}`);
   const malformed = { [KEY_HEADER]: 'not-a-key' };
   const unknown = { [KEY_HEADER]: `hds_${randomBytes(32).toString('base64url')}` };
