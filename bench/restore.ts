@@ -69,6 +69,7 @@ async function differences(sql: postgres.Sql, team: SavedTeam): Promise<Record<s
       (SELECT count(*) FROM deleted_users WHERE team_id = ${team.teamId}) AS "scheduled deletions",
       (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS "buckets with holes",
       (SELECT count(*) FROM list_hole_blocks WHERE team_id = ${team.teamId}) AS "blocks with holes",
+      (SELECT count(*) FROM list_hole_teams WHERE team_id = ${team.teamId}) AS "team thresholds",
       (SELECT count(*) FROM bench_saved.users s LEFT JOIN users u USING (user_id) WHERE u.user_id IS NULL OR u::text <> s::text) AS "saved users changed",
       (SELECT count(*) FROM bench_saved.user_sources s LEFT JOIN user_sources us USING (user_id, source_id) WHERE us.user_id IS NULL OR us::text <> s::text) AS "saved connections changed",
       (SELECT count(*) FROM bench_saved.teams s JOIN teams t USING (team_id)
@@ -107,5 +108,5 @@ export async function restoreAfterWrites(sql: postgres.Sql, team: SavedTeam): Pr
   await sql`DROP SCHEMA bench_saved CASCADE`;
   // List order on disk again (the import writes each team's users in list order), and fresh statistics.
   await sql`CLUSTER users USING users_team_position`;
-  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks, list_holes, list_hole_blocks`;
+  await sql`VACUUM (ANALYZE) users, user_sources, deleted_users, teams, team_source_weeks, list_holes, list_hole_blocks, list_hole_teams`;
 }

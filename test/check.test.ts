@@ -79,13 +79,22 @@ describe('hds check', () => {
     assert.equal(untouched.code, 0, untouched.stdout + untouched.stderr);
   });
 
-  it('names a block whose per-bucket counts are wrong although its total is right', async () => {
-    // The first test left two of the team's users deleted: holes in its first buckets. Shifted by one bucket by hand, a page would start off.
+  it('names a block whose bucket thresholds are wrong although its count is right', async () => {
+    // The first test left two of the team's users deleted: holes in its first buckets. One threshold off by one, a page would start off.
     const moved = await sql`
-      UPDATE list_hole_blocks SET bucket_holes = bucket_holes[2:] || bucket_holes[1]
+      UPDATE list_hole_blocks SET bucket_starts[64] = bucket_starts[64] + 1
       WHERE team_id = ${team.teamId} AND block = 1 AND holes > 0`;
     assert.equal(moved.count, 1);
     const { drifts } = await recountTeams(sql, [team.teamId]);
     assert.deepEqual(drifts.map((d) => [d.team_id, d.what]), [[team.teamId, 'list_hole_blocks miscounted']]);
+    await sql`UPDATE list_hole_blocks SET bucket_starts[64] = bucket_starts[64] - 1 WHERE team_id = ${team.teamId} AND block = 1`;
+    assert.deepEqual((await recountTeams(sql, [team.teamId])).drifts, []);
+  });
+
+  it('names a team whose block thresholds are wrong', async () => {
+    const moved = await sql`UPDATE list_hole_teams SET block_starts[2] = block_starts[2] + 1 WHERE team_id = ${team.teamId}`;
+    assert.equal(moved.count, 1);
+    const { drifts } = await recountTeams(sql, [team.teamId]);
+    assert.deepEqual(drifts.map((d) => [d.team_id, d.what]), [[team.teamId, 'list_hole_teams miscounted']]);
   });
 });

@@ -241,8 +241,9 @@ describe('Management API: organisation and teams', () => {
       const res = await call('DELETE', `/team/${team.teamId}`);
       assert.equal(res.statusCode, 200, res.body);
       const left = await sql`SELECT (SELECT count(*) FROM list_holes WHERE team_id = ${team.teamId}) AS holes,
-        (SELECT count(*) FROM list_hole_blocks WHERE team_id = ${team.teamId}) AS blocks`;
-      assert.deepEqual({ ...left[0] }, { holes: '0', blocks: '0' });
+        (SELECT count(*) FROM list_hole_blocks WHERE team_id = ${team.teamId}) AS blocks,
+        (SELECT count(*) FROM list_hole_teams WHERE team_id = ${team.teamId}) AS teams`;
+      assert.deepEqual({ ...left[0] }, { holes: '0', blocks: '0', teams: '0' });
     });
   });
 

@@ -92,6 +92,7 @@ export async function deleteTeam(sql: Sql, teamId: string): Promise<'deleted' | 
     if (has_users) return 'has_users';
     await tx`DELETE FROM list_holes WHERE team_id = ${teamId}`;
     await tx`DELETE FROM list_hole_blocks WHERE team_id = ${teamId}`;
+    await tx`DELETE FROM list_hole_teams WHERE team_id = ${teamId}`;
     await tx`DELETE FROM team_source_weeks WHERE team_id = ${teamId}`;
     await tx`DELETE FROM teams WHERE team_id = ${teamId}`;
     return 'deleted';

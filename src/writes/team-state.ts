@@ -9,8 +9,10 @@ import type { Queryable, Sql, Tx } from '../db/client.js';
  *   cached pages and metrics are answered again;
  * - `teams.user_count`, `teams.connected_sources` and `team_source_weeks`;
  * - the positions: `teams.next_position`, the holes per bucket
- *   (`list_holes`) and their count per block of buckets (`list_hole_blocks`),
- *   from which a page finds where it starts (src/users/README.md).
+ *   (`list_holes`), and the live users before each bucket of a block
+ *   (`list_hole_blocks`) and before each block of the team
+ *   (`list_hole_teams`), from which a page finds where it starts
+ *   (src/users/README.md).
  *
  * Every write to a team's users says here what it changed, in its own
  * transaction; nothing else writes these (the `teams` row itself is created
@@ -100,12 +102,21 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
       ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
     )`, sql`
     team_hole_blocks_opened AS (
-      INSERT INTO list_hole_blocks AS b (team_id, block, holes, bucket_holes)
-      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1, list_block_with_hole(list_bucket_of(d.left_at))
+      INSERT INTO list_hole_blocks AS b (team_id, block, holes, bucket_starts)
+      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1,
+        list_starts_shifted(list_starts_extended('{0}', list_block_size(), list_bucket_size()), list_bucket_in_block(list_bucket_of(d.left_at)), -1)
       FROM team_delta d WHERE d.left_at IS NOT NULL
-      -- excluded.bucket_holes counts this hole alone: its one 1 stands in the hole's bucket.
-      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1,
-        bucket_holes[array_position(excluded.bucket_holes, 1)] = b.bucket_holes[array_position(excluded.bucket_holes, 1)] + 1
+      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1, bucket_starts = (
+        SELECT list_starts_shifted(b.bucket_starts, list_bucket_in_block(list_bucket_of(d.left_at)), -1) FROM team_delta d)
+    )`, sql`
+    team_hole_starts_opened AS (
+      INSERT INTO list_hole_teams AS s (team_id, block_starts)
+      SELECT ${teamId}, list_starts_shifted(list_starts_extended('{0}', list_block_of(list_bucket_of(d.left_at)) + 1, list_block_positions()), list_block_of(list_bucket_of(d.left_at)), -1)
+      FROM team_delta d WHERE d.left_at IS NOT NULL
+      -- The team's thresholds reach one block past its last with holes: grown to past this one first.
+      ON CONFLICT (team_id) DO UPDATE SET block_starts = (
+        SELECT list_starts_shifted(list_starts_extended(s.block_starts, list_block_of(list_bucket_of(d.left_at)) + 1, list_block_positions()), list_block_of(list_bucket_of(d.left_at)), -1)
+        FROM team_delta d)
     )`);
   }
   if (change.returned) {
@@ -116,8 +127,12 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
     )`, sql`
     team_hole_blocks_filled AS (
       UPDATE list_hole_blocks b SET holes = b.holes - 1,
-        bucket_holes[list_bucket_in_block(list_bucket_of(d.returned_at))] = b.bucket_holes[list_bucket_in_block(list_bucket_of(d.returned_at))] - 1
+        bucket_starts = list_starts_shifted(b.bucket_starts, list_bucket_in_block(list_bucket_of(d.returned_at)), 1)
       FROM team_delta d WHERE b.team_id = ${teamId} AND b.block = list_block_of(list_bucket_of(d.returned_at))
+    )`, sql`
+    team_hole_starts_filled AS (
+      UPDATE list_hole_teams s SET block_starts = list_starts_shifted(s.block_starts, list_block_of(list_bucket_of(d.returned_at)), 1)
+      FROM team_delta d WHERE s.team_id = ${teamId} AND d.returned_at IS NOT NULL
     )`);
   }
   parts.push(sql`
@@ -214,6 +229,7 @@ export async function teamsLoaded(tx: Tx, loaded: {
     WHERE t.team_id = c.team_id`;
   await tx`DELETE FROM list_holes WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
   await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
+  await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
   await tx`
     INSERT INTO team_source_weeks (team_id, week, connections)
     SELECT * FROM unnest(${loaded.weeks.teamIds}::uuid[], ${loaded.weeks.weeks}::date[], ${loaded.weeks.counts}::int[])
@@ -270,10 +286,15 @@ export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void>
     SELECT t.team_id, h.bucket, h.holes FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_holes_of(t.team_id) h`;
   await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`
-    INSERT INTO list_hole_blocks (team_id, block, holes, bucket_holes)
-    SELECT b.team_id, b.block, b.holes, list_block_buckets(b.team_id, b.block)
+    INSERT INTO list_hole_blocks (team_id, block, holes, bucket_starts)
+    SELECT b.team_id, b.block, b.holes, list_bucket_starts_of(b.team_id, b.block)
     FROM (SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes FROM list_holes
           WHERE team_id = ANY(${teamIds}::uuid[]) GROUP BY 1, 2) b`;
+  await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`
+    INSERT INTO list_hole_teams (team_id, block_starts)
+    SELECT t.team_id, s.starts FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_block_starts_of(t.team_id) AS s(starts)
+    WHERE s.starts IS NOT NULL`;
 }
 
 /**
