@@ -124,10 +124,12 @@ async function holeBlocks(tx: Tx, only: Only): Promise<TeamDrift[]> {
       SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes
       FROM list_holes WHERE team_id IN (SELECT team_id FROM t) GROUP BY 1, 2 HAVING sum(cardinality(holes)) <> 0
     ),
-    kept AS (SELECT team_id, block, holes::bigint, bucket_starts FROM list_hole_blocks WHERE holes <> 0 AND team_id IN (SELECT team_id FROM t))
+    -- Rows whose holes undos refilled stay: a page still searches their thresholds.
+    kept AS (SELECT team_id, block, holes::bigint, bucket_starts FROM list_hole_blocks WHERE team_id IN (SELECT team_id FROM t))
     SELECT team_id, count(*)::text AS blocks
     FROM kept k FULL JOIN counted c USING (team_id, block)
-    WHERE k.holes IS DISTINCT FROM c.holes OR k.bucket_starts IS DISTINCT FROM list_bucket_starts_of(team_id, block)
+    WHERE coalesce(k.holes, 0) <> coalesce(c.holes, 0)
+       OR (k.bucket_starts IS NOT NULL AND k.bucket_starts <> list_bucket_starts_of(team_id, block))
     GROUP BY team_id`;
   return rows.map((r) => ({ team_id: r.team_id, what: 'list_hole_blocks miscounted', kept: r.blocks, counted: '0' }));
 }
