@@ -94,45 +94,49 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
     )`);
   }
   if (change.events) parts.push(...teamEvents(sql, teamId, change.events));
+  // Where the hole opened or filled lies (positions: migrations/008, 012), worked out once for the statement.
+  const hole = (column: string) => sql`
+    team_hole AS (
+      SELECT list_bucket_of(d.${sql(column)}) AS bucket, list_offset_of(d.${sql(column)}) AS bucket_offset,
+        list_block_of(list_bucket_of(d.${sql(column)})) AS block, list_bucket_in_block(list_bucket_of(d.${sql(column)})) AS in_block
+      FROM team_delta d WHERE d.${sql(column)} IS NOT NULL
+    )`;
   if (change.left) {
-    parts.push(sql`
+    parts.push(hole('left_at'), sql`
     team_holes_opened AS (
       INSERT INTO list_holes AS h (team_id, bucket, holes)
-      SELECT ${teamId}, list_bucket_of(d.left_at), ARRAY[list_offset_of(d.left_at)] FROM team_delta d WHERE d.left_at IS NOT NULL
+      SELECT ${teamId}, p.bucket, ARRAY[p.bucket_offset] FROM team_hole p
       ON CONFLICT (team_id, bucket) DO UPDATE SET holes = (SELECT array_agg(o ORDER BY o) FROM unnest(h.holes || excluded.holes) AS o)
     )`, sql`
     team_hole_blocks_opened AS (
       INSERT INTO list_hole_blocks AS b (team_id, block, holes, bucket_starts)
-      SELECT ${teamId}, list_block_of(list_bucket_of(d.left_at)), 1,
-        list_starts_shifted(list_starts_extended('{0}', list_block_size(), list_bucket_size()), list_bucket_in_block(list_bucket_of(d.left_at)), -1)
-      FROM team_delta d WHERE d.left_at IS NOT NULL
-      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1, bucket_starts = (
-        SELECT list_starts_shifted(b.bucket_starts, list_bucket_in_block(list_bucket_of(d.left_at)), -1) FROM team_delta d)
+      SELECT ${teamId}, p.block, 1, list_starts_shifted(list_starts_extended('{0}', list_block_size(), list_bucket_size()), p.in_block, -1)
+      FROM team_hole p
+      ON CONFLICT (team_id, block) DO UPDATE SET holes = b.holes + 1,
+        bucket_starts = (SELECT list_starts_shifted(b.bucket_starts, p.in_block, -1) FROM team_hole p)
     )`, sql`
     team_hole_starts_opened AS (
       INSERT INTO list_hole_teams AS s (team_id, block_starts)
-      SELECT ${teamId}, list_starts_shifted(list_starts_extended('{0}', list_block_of(list_bucket_of(d.left_at)) + 1, list_block_positions()), list_block_of(list_bucket_of(d.left_at)), -1)
-      FROM team_delta d WHERE d.left_at IS NOT NULL
+      SELECT ${teamId}, list_starts_shifted(list_starts_extended('{0}', p.block + 1, list_block_positions()), p.block, -1)
+      FROM team_hole p
       -- The team's thresholds reach one block past its last with holes: grown to past this one first.
-      ON CONFLICT (team_id) DO UPDATE SET block_starts = (
-        SELECT list_starts_shifted(list_starts_extended(s.block_starts, list_block_of(list_bucket_of(d.left_at)) + 1, list_block_positions()), list_block_of(list_bucket_of(d.left_at)), -1)
-        FROM team_delta d)
+      ON CONFLICT (team_id) DO UPDATE SET
+        block_starts = (SELECT list_starts_shifted(list_starts_extended(s.block_starts, p.block + 1, list_block_positions()), p.block, -1) FROM team_hole p)
     )`);
   }
   if (change.returned) {
-    parts.push(sql`
+    parts.push(hole('returned_at'), sql`
     team_holes_filled AS (
-      UPDATE list_holes h SET holes = array_remove(h.holes, list_offset_of(d.returned_at))
-      FROM team_delta d WHERE h.team_id = ${teamId} AND h.bucket = list_bucket_of(d.returned_at)
+      UPDATE list_holes h SET holes = array_remove(h.holes, p.bucket_offset)
+      FROM team_hole p WHERE h.team_id = ${teamId} AND h.bucket = p.bucket
     )`, sql`
     team_hole_blocks_filled AS (
-      UPDATE list_hole_blocks b SET holes = b.holes - 1,
-        bucket_starts = list_starts_shifted(b.bucket_starts, list_bucket_in_block(list_bucket_of(d.returned_at)), 1)
-      FROM team_delta d WHERE b.team_id = ${teamId} AND b.block = list_block_of(list_bucket_of(d.returned_at))
+      UPDATE list_hole_blocks b SET holes = b.holes - 1, bucket_starts = list_starts_shifted(b.bucket_starts, p.in_block, 1)
+      FROM team_hole p WHERE b.team_id = ${teamId} AND b.block = p.block
     )`, sql`
     team_hole_starts_filled AS (
-      UPDATE list_hole_teams s SET block_starts = list_starts_shifted(s.block_starts, list_block_of(list_bucket_of(d.returned_at)), 1)
-      FROM team_delta d WHERE s.team_id = ${teamId} AND d.returned_at IS NOT NULL
+      UPDATE list_hole_teams s SET block_starts = list_starts_shifted(s.block_starts, p.block, 1)
+      FROM team_hole p WHERE s.team_id = ${teamId}
     )`);
   }
   parts.push(sql`
@@ -227,9 +231,7 @@ export async function teamsLoaded(tx: Tx, loaded: {
       next_position = c.n + 1, connected_sources = c.links
     FROM unnest(${loaded.teamIds}::uuid[], ${loaded.users}::int[], ${loaded.connections}::int[]) AS c(team_id, n, links)
     WHERE t.team_id = c.team_id`;
-  await tx`DELETE FROM list_holes WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
-  await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
-  await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${loaded.teamIds}::uuid[])`;
+  await forgetHoles(tx, loaded.teamIds);
   await tx`
     INSERT INTO team_source_weeks (team_id, week, connections)
     SELECT * FROM unnest(${loaded.weeks.teamIds}::uuid[], ${loaded.weeks.weeks}::date[], ${loaded.weeks.counts}::int[])
@@ -258,6 +260,13 @@ export async function renumberTeam(tx: Tx, teamId: string): Promise<void> {
   await recountTeamState(tx, [teamId]);
 }
 
+/** The teams' holes, at every level, gone: before a recount or a bulk load (src/teams/team-store.ts, below this module, clears a deleted team's own). */
+export async function forgetHoles(tx: Tx, teamIds: string[]): Promise<void> {
+  await tx`DELETE FROM list_holes WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${teamIds}::uuid[])`;
+}
+
 /**
  * Sets every piece of the teams' derived state from their users as they
  * stand: after a write that moved positions wholesale (a renumbering, an
@@ -280,17 +289,15 @@ export async function recountTeamState(tx: Tx, teamIds: string[]): Promise<void>
     FROM user_sources us JOIN users u USING (user_id)
     WHERE u.team_id = ANY(${teamIds}::uuid[])
     GROUP BY 1, 2`;
-  await tx`DELETE FROM list_holes WHERE team_id = ANY(${teamIds}::uuid[])`;
+  await forgetHoles(tx, teamIds);
   await tx`
     INSERT INTO list_holes (team_id, bucket, holes)
     SELECT t.team_id, h.bucket, h.holes FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_holes_of(t.team_id) h`;
-  await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`
     INSERT INTO list_hole_blocks (team_id, block, holes, bucket_starts)
     SELECT b.team_id, b.block, b.holes, list_bucket_starts_of(b.team_id, b.block)
     FROM (SELECT team_id, list_block_of(bucket) AS block, sum(cardinality(holes)) AS holes FROM list_holes
           WHERE team_id = ANY(${teamIds}::uuid[]) GROUP BY 1, 2) b`;
-  await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`
     INSERT INTO list_hole_teams (team_id, block_starts)
     SELECT t.team_id, s.starts FROM unnest(${teamIds}::uuid[]) AS t(team_id) CROSS JOIN LATERAL list_block_starts_of(t.team_id) AS s(starts)
