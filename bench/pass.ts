@@ -36,6 +36,7 @@ import { AFTER_DELETE_IDS, afterDeleteScenarios, BEFORE_DELETE_IDS, beforeDelete
 import { databaseUrlOf, startService, stopService, type DatabaseTarget, type Service } from './service.js';
 import { compareWalks, type WalkTeam } from './walk.js';
 import { deleteUsers, measureDeleteCost, TeamClient, undoLeftovers, WRITE_POOL } from './writes.js';
+import { runWriteAnchor } from './write-anchor.js';
 
 /** Targets of the issues that are not a scenario's throughput. */
 const LIMITS = { serviceRssMb: 200, deleteCostWithin: 0.25, walkToAnchor: 0.5 };
@@ -79,6 +80,8 @@ interface Phase {
   service: Service;
   floor: Floor;
   sql: postgres.Sql;
+  /** The service's database, for the anchors. */
+  databaseUrl: string;
   anchor: Anchor;
   memory: MemorySampler;
   measured: Measured[];
@@ -132,6 +135,13 @@ async function loadService(phase: Phase, s: Scenario, base: Omit<LoadSpec, 'url'
   return result;
 }
 
+/** A key of the team, whose id a deletion records. */
+async function keyIdOf(sql: postgres.Sql, teamId: string): Promise<string> {
+  const [key] = await sql<{ key_id: string }[]>`SELECT key_id FROM api_keys WHERE team_id = ${teamId} AND revoked_at IS NULL ORDER BY created_at DESC LIMIT 1`;
+  if (!key) throw new Error(`team ${teamId} has no key for the write anchor`);
+  return key.key_id;
+}
+
 /** Captures the scenario's answers for the floor, then measures service, floor and anchor in alternating rounds. */
 async function measure(phase: Phase, s: Scenario): Promise<void> {
   const { ctx } = phase;
@@ -149,6 +159,10 @@ async function measure(phase: Phase, s: Scenario): Promise<void> {
     rounds.service.push(await loadService(phase, s, base));
     rounds.floor.push(await runLoad(ctx.root, ctx.workDir, ctx.generator, { ...base, url: phase.floor.baseUrl, plan: s.floorPlan(paths) }));
     if (s.anchor) rounds.anchor.push(await phase.anchor.run(s.anchor, base.connections, base.duration));
+    if (s.writeAnchor) {
+      const team = { ...s.writeAnchor.team, keyId: await keyIdOf(phase.sql, s.writeAnchor.team.teamId) };
+      rounds.anchor.push(await runWriteAnchor(phase.databaseUrl, s.writeAnchor.kind, team, base.connections, base.warmup * 1000, base.duration));
+    }
   }
   const service = combineRounds(rounds.service);
   const floor = combineRounds(rounds.floor);
@@ -183,7 +197,7 @@ async function runPhase(ctx: BenchContext, workers: number, extraEnv: Record<str
     const url = await databaseUrlOf(ctx.target);
     sql = postgres(url, { max: 4, onnotice: () => {} });
     anchor = await startAnchor(root, ctx.workDir, url, ctx.dataset.biggest.teamId, ctx.anchorTool);
-    const phase: Phase = { ctx, workers, extraEnv, service, floor, sql, anchor, memory, measured: [] };
+    const phase: Phase = { ctx, workers, extraEnv, service, floor, sql, databaseUrl: url, anchor, memory, measured: [] };
     await body(phase);
     const peaks = memory.stop();
     const memoryPeakMb = peaks.totalKb / 1024;
@@ -308,7 +322,7 @@ async function mainPhase(phase: Phase): Promise<void> {
   await withWrites(phase, async ({ datasetIds, pool, doomed }) => {
     const client = new TeamClient(phase.service.baseUrl, keys.biggest);
     const prefix = `bench-${randomBytes(4).toString('hex')}-`;
-    const [patch, deleteUndo, create] = writeScenarios(keys, pool.file, prefix);
+    const [patch, deleteUndo, create] = writeScenarios(keys, ctx.dataset.biggest.teamId, pool.file, prefix);
     for (const s of selected(ctx, [patch!, deleteUndo!])) await measure(phase, s);
     if (wanted(ctx, 'delete-cost')) ctx.checks.push(await deleteCostCheck(phase, client));
     // Create after every check of the dataset's total: it adds users to the team.

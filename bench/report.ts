@@ -14,7 +14,7 @@ export interface ScenarioResult {
   floor: LoadResult;
   /** Service requests/s over floor requests/s. */
   floorRatio: number;
-  /** For list scenarios: the same page statement straight on PostgreSQL (bench/anchor.ts), in the same rounds. */
+  /** For list scenarios: the same page statement straight on PostgreSQL (bench/anchor.ts); for writes, the service's own write functions without HTTP (bench/write-anchor.ts); in the same rounds. */
   anchor?: LoadResult;
   /** Service requests/s over the anchor's statements/s. */
   anchorRatio?: number;
@@ -162,7 +162,7 @@ export function renderReport(report: BenchReport): string {
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
     `${report.settings.connections} connections unless a scenario names its own (${report.settings.loadGenerator}), ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
     (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : '') +
-    (report.settings.anchor ? `; PostgreSQL anchor (pg req/s): ${report.settings.anchor}` : ''));
+    (report.settings.anchor ? `; PostgreSQL anchor (pg req/s): ${report.settings.anchor} for the lists, the service's own write functions without HTTP for the writes` : ''));
   for (const pass of report.passes) {
     out.push('', `service with WORKERS=${pass.workers}: ${pass.services.map((svc) => serviceLine(pass.workers, svc)).join('; ')}`);
     out.push(table(

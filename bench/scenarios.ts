@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { PageAnchor } from './anchor.js';
 import { distinctSample, readIds, type Dataset } from './dataset.js';
 import type { PathPlan, PlannedRequest } from './load-plan.js';
+import type { WriteKind, WriteTeam } from './write-anchor.js';
 
 /** One condition of a scenario's target; a scenario meets its target when it meets all of them (and has no errors). */
 export type Condition =
@@ -34,6 +35,8 @@ export interface Scenario {
   targets: Condition[];
   /** For list scenarios: the same page statement on PostgreSQL, measured in the same rounds. */
   anchor?: PageAnchor;
+  /** For write scenarios: the service's own function for the write called from the bench, with no HTTP (bench/write-anchor.ts), in the same rounds. */
+  writeAnchor?: { kind: WriteKind; team: Omit<WriteTeam, 'keyId'> };
   /** Concurrent connections (service, floor and anchor alike) when not the run's `--connections`: the issue that set the target named them. */
   connections?: number;
 }
@@ -213,8 +216,9 @@ export function afterDeleteScenarios(dataset: Dataset, keys: Keys, view: TeamVie
  * with `clientUserIdPrefix`. In the order a pass runs them: create last, as
  * it adds users to the team.
  */
-export function writeScenarios(keys: Keys, poolFile: string, clientUserIdPrefix: string): Scenario[] {
+export function writeScenarios(keys: Keys, teamId: string, poolFile: string, clientUserIdPrefix: string): Scenario[] {
   const big = { [KEY_HEADER]: keys.biggest };
+  const team = { teamId, ids: readIds(poolFile), zones: ZONES, clientUserIdPrefix };
   const json = { ...big, 'content-type': 'application/json' };
   const bodies = ZONES.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
   const [one, other] = distinctSample(readIds(poolFile), 2);
@@ -225,7 +229,7 @@ export function writeScenarios(keys: Keys, poolFile: string, clientUserIdPrefix:
       ...same({ kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies }, [
         { method: 'PATCH', path: `/v2/user/${one}`, headers: json, body: bodies[0] },
       ]),
-      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS,
+      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS, writeAnchor: { kind: 'patch', team },
     },
     {
       id: 'delete-undo', title: 'delete a user, then undo it (random, biggest team)', expect: 200,
@@ -234,14 +238,14 @@ export function writeScenarios(keys: Keys, poolFile: string, clientUserIdPrefix:
         { method: 'DELETE', path: `/v2/user/${other}`, headers: big },
         { method: 'POST', path: `/v2/user/undo_delete?user_id=${other}`, headers: big },
       ]),
-      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS,
+      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS, writeAnchor: { kind: 'delete-undo', team },
     },
     {
       id: 'create', title: 'create a user (biggest team)', expect: 200,
       ...same({ kind: 'create', path: '/v2/user/', clientUserIdPrefix, headers: json }, [
         { method: 'POST', path: '/v2/user/', headers: json, body: JSON.stringify({ client_user_id: `${clientUserIdPrefix}capture` }) },
       ]),
-      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS,
+      targets: WRITE_TARGETS, connections: WRITE_CONNECTIONS, writeAnchor: { kind: 'create', team },
     },
   ];
 }

@@ -40,14 +40,12 @@ import { migrate } from '../src/db/migrate.js';
 import { findOrg } from '../src/management/org.js';
 import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
-import { createUser } from '../src/users/create.js';
-import { deleteUser, undoDelete } from '../src/users/deletion.js';
-import { patchUser } from '../src/users/patch.js';
 import { startAnchor } from './anchor.js';
 import { freshDatabase } from './database.js';
 import { Inbox } from './inbox.js';
 import { runLoad } from './load.js';
 import { quantile, timedLoop } from './timed-loop.js';
+import { runWriteAnchor, type WriteKind, type WriteTeam } from './write-anchor.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
 import { KEY_HEADER } from './scenarios.js';
@@ -132,64 +130,31 @@ async function pool(service: Service, s: Setup, count: number): Promise<string> 
   return file;
 }
 
-async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<string, { service: LoadResult; database: Direct }>> {
+async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<WriteKind, { service: LoadResult; database: Direct }>> {
   const big = { [KEY_HEADER]: s.key };
   const json = { ...big, 'content-type': 'application/json' };
   const zones = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
   const bodies = zones.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
-  const plans: Record<string, PathPlan> = {
+  const plans: Record<WriteKind, PathPlan> = {
     patch: { kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies },
     'delete-undo': { kind: 'delete-undo', file: poolFile, headers: big },
     create: { kind: 'create', path: '/v2/user/', clientUserIdPrefix: 'bench-', headers: json },
   };
-  const ids = fs.readFileSync(poolFile, 'utf8').split('\n').filter(Boolean);
-  const grace = 30 * 86_400_000;
-  let created = 0;
-  const statements: Record<string, (sql: Sql, id: string) => Promise<unknown>> = {
-    patch: (sql, id) => patchUser(sql, s.teamId, id, { fallback_time_zone: zones[Math.floor(Math.random() * zones.length)]! }),
-    'delete-undo': async (sql, id) => {
-      await deleteUser(sql, s.teamId, id, s.keyId, grace);
-      await undoDelete(sql, s.teamId, { user_id: id });
-    },
-    create: (sql) => createUser(sql, s.teamId, { client_user_id: `direct-${Date.now()}-${created++}` }),
-  };
-  const out: Record<string, { service: LoadResult; database: Direct }> = {};
-  for (const [id, plan] of Object.entries(plans)) {
+  const team: WriteTeam = { teamId: s.teamId, keyId: s.keyId, ids: fs.readFileSync(poolFile, 'utf8').split('\n').filter(Boolean), zones, clientUserIdPrefix: 'bench-' };
+  const out = {} as Record<WriteKind, { service: LoadResult; database: Direct }>;
+  for (const [kind, plan] of Object.entries(plans) as [WriteKind, PathPlan][]) {
     // Each starts on no backlog: the events of the one before are not delivered during it.
     await settle(s);
     const served = await load(service, plan, WRITE_CONNECTIONS);
     await settle(s);
-    out[id] = { service: served, database: await direct(s, ids, statements[id]!, id === 'delete-undo' ? 2 : 1) };
+    // Its anchor (bench/write-anchor.ts); the service's dispatcher delivers their events meanwhile, as it does the served writes'.
+    const direct = await runWriteAnchor(s.url, kind, team, WRITE_CONNECTIONS, WARMUP_MS, duration);
+    out[kind] = { service: served, database: { perSec: direct.requestsPerSec, p99Ms: direct.p99Ms } };
   }
   return out;
 }
 
 interface Direct { perSec: number; p99Ms: number }
-
-/**
- * The anchor of a write: the service's own functions (the same statements
- * and commits) called from here on WRITE_CONNECTIONS connections, with no
- * HTTP, for the same warm-up and duration; the service's dispatcher
- * delivers their events meanwhile, as it does the served writes'. Requests
- * a second (a delete-undo pair counts two, as the load counts them).
- */
-async function direct(s: Setup, ids: string[], statement: (sql: Sql, id: string) => Promise<unknown>, requests: number): Promise<Direct> {
-  const sql = connect(s.url, { max: WRITE_CONNECTIONS });
-  // As the load's delete-undo does: no two connections at the same user at once.
-  const busy = new Set<string>();
-  try {
-    const times = await timedLoop(WRITE_CONNECTIONS, WARMUP_MS, duration, async () => {
-      let id = ids[Math.floor(Math.random() * ids.length)]!;
-      while (busy.has(id)) id = ids[Math.floor(Math.random() * ids.length)]!;
-      busy.add(id);
-      await statement(sql, id);
-      busy.delete(id);
-    });
-    return { perSec: (times.length * requests) / duration, p99Ms: quantile(times, 0.99) / requests };
-  } finally {
-    await sql.end();
-  }
-}
 
 /** Deliveries a second while creates run at 32 connections: the events of the load's seconds over those seconds. */
 async function deliveryRate(service: Service, s: Setup): Promise<{ creates: number; deliveries: number }> {
@@ -340,8 +305,8 @@ async function oneRun(run: number): Promise<Record<string, number>> {
     const poolFile = only.has('writes') || only.has('reads') ? await pool(service, s, POOL) : '';
     if (only.has('writes')) {
       const writes = await writesWithEndpoint(service, s, poolFile);
-      for (const w of ['patch', 'delete-undo', 'create']) {
-        const { service: served, database } = writes[w]!;
+      for (const w of ['patch', 'delete-undo', 'create'] as const) {
+        const { service: served, database } = writes[w];
         figures[`${w}/s`] = served.requestsPerSec;
         figures[`${w} p99 ms`] = served.p99Ms;
         figures[`${w}/s, its statements without HTTP`] = database.perSec;
