@@ -143,13 +143,13 @@ async function databaseExists(url: string): Promise<boolean> {
 }
 
 /**
- * Puts the import's writes on disk before anything is measured. Left alone, the kernel wrote
+ * Puts the import's writes (or the restore's, after the writes) on disk before anything is measured. Left alone, the kernel wrote
  * back the import's dirty pages (about 870 MB for a million users) some 20 s after it, in one
  * burst: in one run that stalled the service for three seconds of get-one
  * (3-7k answers/s instead of 10-13k, p99 19 ms). The import's own time is unchanged: it ends
  * when its transaction is durable, as a user sees it.
  */
-export async function flushImportWrites(target: DatabaseTarget, say: (msg: string) => void): Promise<void> {
+export async function flushWrites(target: DatabaseTarget, say: (msg: string) => void): Promise<void> {
   if ('databaseUrl' in target) {
     const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
     try {

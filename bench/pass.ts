@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { startAnchor, type Anchor, type AnchorTool } from './anchor.js';
 import { capture, type CapturedResponse } from './capture.js';
-import { markChanging, markImported } from './database.js';
+import { flushWrites, markChanging, markImported } from './database.js';
 import { distinctSample, readIds, type Dataset } from './dataset.js';
 import { startFloor, type Floor } from './floor.js';
 import { combineRounds, runLoad, type LoadGenerator } from './load.js';
@@ -166,10 +166,10 @@ async function measure(phase: Phase, s: Scenario): Promise<void> {
   }
   const service = combineRounds(rounds.service);
   const floor = combineRounds(rounds.floor);
-  const anchor = s.anchor ? combineRounds(rounds.anchor) : undefined;
+  const anchor = rounds.anchor.length > 0 ? combineRounds(rounds.anchor) : undefined;
   const peakRssMb = phase.memory.peakSinceLast() / 1024;
   ctx.say(`${s.id}: ${num(service.requestsPerSec)} req/s (p99 ${service.p99Ms} ms), floor ${num(floor.requestsPerSec)} req/s` +
-    `${anchor ? `, PostgreSQL ${num(anchor.requestsPerSec)} statements/s` : ''}, service peak RSS ${peakRssMb.toFixed(0)} MB`);
+    `${anchor ? `, ${s.writeAnchor ? 'its write function without HTTP' : 'PostgreSQL'} ${num(anchor.requestsPerSec)}/s` : ''}, service peak RSS ${peakRssMb.toFixed(0)} MB`);
   for (const [side, r] of [['service', service], ['floor', floor], ['PostgreSQL', anchor]] as const) {
     if (r && r.socketErrors > 0) ctx.say(`  ${side}: ${r.socketErrors} connection errors${r.errorSamples ? `, e.g. ${r.errorSamples.join('; ')}` : ''}`);
   }
@@ -303,6 +303,8 @@ async function withWrites(phase: Phase, body: (users: WriteUsers) => Promise<voi
     const started = performance.now();
     try {
       await restoreAfterWrites(phase.sql, team);
+      // Its pages on disk before the next scenario (or run) is measured, as after an import.
+      await flushWrites(ctx.target, ctx.say);
       markImported(ctx.root, ctx.markerFile, ctx.dataset);
       ctx.checks.push({ ...check, value: `checked, in ${((performance.now() - started) / 1000).toFixed(1)} s`, pass: true });
     } catch (err) {

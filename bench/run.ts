@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AnchorTool } from './anchor.js';
 import { renderChart } from './chart.js';
-import { flushImportWrites, markImported, prepareDatabase } from './database.js';
+import { flushWrites, markImported, prepareDatabase } from './database.js';
 import { prepareDataset } from './dataset.js';
 import { runImport, runRawCopy, type ImportResult } from './import.js';
 import type { LoadGenerator } from './load.js';
@@ -100,7 +100,7 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     markImported(root, markerFile, dataset);
     say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB (${importResult.summary})`);
     const flushStart = performance.now();
-    await flushImportWrites(target, say);
+    await flushWrites(target, say);
     say(`import's writes flushed to disk (CHECKPOINT, sync) in ${((performance.now() - flushStart) / 1000).toFixed(1)} s`);
     // The anchor: PostgreSQL's raw COPY of the same lines into an unlogged one-column table, after the flush (no write-back under it).
     const copy = await runRawCopy(target, dataset.file);
