@@ -218,10 +218,11 @@ export function afterDeleteScenarios(dataset: Dataset, keys: Keys, view: TeamVie
  */
 export function writeScenarios(keys: Keys, teamId: string, poolFile: string, clientUserIdPrefix: string): Scenario[] {
   const big = { [KEY_HEADER]: keys.biggest };
-  const team = { teamId, ids: readIds(poolFile), zones: ZONES, clientUserIdPrefix };
+  const ids = readIds(poolFile);
+  const team = { teamId, ids, zones: ZONES, clientUserIdPrefix };
   const json = { ...big, 'content-type': 'application/json' };
   const bodies = ZONES.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
-  const [one, other] = distinctSample(readIds(poolFile), 2);
+  const [one, other] = distinctSample(ids, 2);
   const deleteUndo: PathPlan = { kind: 'delete-undo', file: poolFile, headers: big };
   return [
     {
