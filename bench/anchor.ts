@@ -82,7 +82,7 @@ const valuesOf = (statement: PageStatement, teamId: string, offset: number, limi
 const offsetOf = (page: PageAnchor) => (typeof page.offset === 'number' ? page.offset : Math.floor(Math.random() * (page.offset.max + 1)));
 
 /** A LoadResult from the response times of `requests` statements in `durationS`. */
-function resultOf(times: Histogram, requests: number, durationS: number, errors: number): LoadResult {
+export function resultOf(times: Histogram, requests: number, durationS: number, errors: number): LoadResult {
   const latency = times.buckets();
   return {
     requestsPerSec: durationS > 0 ? requests / durationS : 0,

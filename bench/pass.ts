@@ -151,6 +151,7 @@ async function measure(phase: Phase, s: Scenario): Promise<void> {
   const paths = captured.map((c) => c.url);
   const warmup = o.duration >= 5 ? 2 : 1;
   const rounds: { service: LoadResult[]; floor: LoadResult[]; anchor: LoadResult[] } = { service: [], floor: [], anchor: [] };
+  const writeTeam = s.writeAnchor && { ...s.writeAnchor.team, keyId: await keyIdOf(phase.sql, s.writeAnchor.team.teamId) };
   phase.memory.peakSinceLast();
   for (let round = 0; round < o.rounds; round++) {
     // Service, floor and anchor in alternating rounds: the machine's speed drifts (by half, here, within
@@ -159,10 +160,7 @@ async function measure(phase: Phase, s: Scenario): Promise<void> {
     rounds.service.push(await loadService(phase, s, base));
     rounds.floor.push(await runLoad(ctx.root, ctx.workDir, ctx.generator, { ...base, url: phase.floor.baseUrl, plan: s.floorPlan(paths) }));
     if (s.anchor) rounds.anchor.push(await phase.anchor.run(s.anchor, base.connections, base.duration));
-    if (s.writeAnchor) {
-      const team = { ...s.writeAnchor.team, keyId: await keyIdOf(phase.sql, s.writeAnchor.team.teamId) };
-      rounds.anchor.push(await runWriteAnchor(phase.databaseUrl, s.writeAnchor.kind, team, base.connections, base.warmup * 1000, base.duration));
-    }
+    if (s.writeAnchor && writeTeam) rounds.anchor.push(await runWriteAnchor(phase.databaseUrl, s.writeAnchor.kind, writeTeam, base.connections, base.warmup * 1000, base.duration));
   }
   const service = combineRounds(rounds.service);
   const floor = combineRounds(rounds.floor);

@@ -77,7 +77,7 @@ const WRITE_CONNECTIONS = 8;
 /** Issue 19 sets the targets of pages read without the cache at 8 connections. */
 const NOCACHE_CONNECTIONS = 8;
 /** PATCH bodies, sent in turn: valid zones, each a change for most users. */
-const ZONES = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
+export const ZONES = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
 
 const AFTER_DELETES = '@after-deletes';
 const BEFORE_DELETES = '@before-deletes';

@@ -42,13 +42,14 @@ import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
 import { startAnchor } from './anchor.js';
 import { freshDatabase } from './database.js';
+import { readIds } from './dataset.js';
 import { Inbox } from './inbox.js';
 import { runLoad } from './load.js';
 import { quantile, timedLoop } from './timed-loop.js';
 import { runWriteAnchor, type WriteKind, type WriteTeam } from './write-anchor.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
-import { KEY_HEADER } from './scenarios.js';
+import { KEY_HEADER, ZONES } from './scenarios.js';
 import { startService, stopService, type Service } from './service.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -130,31 +131,27 @@ async function pool(service: Service, s: Setup, count: number): Promise<string> 
   return file;
 }
 
-async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<WriteKind, { service: LoadResult; database: Direct }>> {
+async function writesWithEndpoint(service: Service, s: Setup, poolFile: string): Promise<Record<WriteKind, { service: LoadResult; database: LoadResult }>> {
   const big = { [KEY_HEADER]: s.key };
   const json = { ...big, 'content-type': 'application/json' };
-  const zones = ['Europe/Berlin', 'America/Chicago', 'Asia/Singapore', 'Australia/Perth'];
-  const bodies = zones.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
+  const bodies = ZONES.map((zone) => JSON.stringify({ fallback_time_zone: zone }));
   const plans: Record<WriteKind, PathPlan> = {
     patch: { kind: 'random-line', method: 'PATCH', prefix: '/v2/user/', file: poolFile, headers: json, bodies },
     'delete-undo': { kind: 'delete-undo', file: poolFile, headers: big },
     create: { kind: 'create', path: '/v2/user/', clientUserIdPrefix: 'bench-', headers: json },
   };
-  const team: WriteTeam = { teamId: s.teamId, keyId: s.keyId, ids: fs.readFileSync(poolFile, 'utf8').split('\n').filter(Boolean), zones, clientUserIdPrefix: 'bench-' };
-  const out = {} as Record<WriteKind, { service: LoadResult; database: Direct }>;
+  const team: WriteTeam = { teamId: s.teamId, keyId: s.keyId, ids: readIds(poolFile), zones: ZONES, clientUserIdPrefix: 'bench-' };
+  const out = {} as Record<WriteKind, { service: LoadResult; database: LoadResult }>;
   for (const [kind, plan] of Object.entries(plans) as [WriteKind, PathPlan][]) {
     // Each starts on no backlog: the events of the one before are not delivered during it.
     await settle(s);
     const served = await load(service, plan, WRITE_CONNECTIONS);
     await settle(s);
     // Its anchor (bench/write-anchor.ts); the service's dispatcher delivers their events meanwhile, as it does the served writes'.
-    const direct = await runWriteAnchor(s.url, kind, team, WRITE_CONNECTIONS, WARMUP_MS, duration);
-    out[kind] = { service: served, database: { perSec: direct.requestsPerSec, p99Ms: direct.p99Ms } };
+    out[kind] = { service: served, database: await runWriteAnchor(s.url, kind, team, WRITE_CONNECTIONS, WARMUP_MS, duration) };
   }
   return out;
 }
-
-interface Direct { perSec: number; p99Ms: number }
 
 /** Deliveries a second while creates run at 32 connections: the events of the load's seconds over those seconds. */
 async function deliveryRate(service: Service, s: Setup): Promise<{ creates: number; deliveries: number }> {
@@ -253,7 +250,7 @@ interface ReadsBeside { alone: number; service: { noEvents: number; withEvents: 
  */
 async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string): Promise<Record<string, ReadsBeside>> {
   const big = { [KEY_HEADER]: s.key };
-  const ids = fs.readFileSync(poolFile, 'utf8').split('\n').filter(Boolean);
+  const ids = readIds(poolFile);
   const pages = await startAnchor(root, workDir, s.url, s.teamId, 'driver');
   const lookups = connect(s.url, { max: READ_CONNECTIONS });
   const reads: Record<string, { plan: PathPlan; anchor: () => Promise<number> }> = {
@@ -309,9 +306,9 @@ async function oneRun(run: number): Promise<Record<string, number>> {
         const { service: served, database } = writes[w];
         figures[`${w}/s`] = served.requestsPerSec;
         figures[`${w} p99 ms`] = served.p99Ms;
-        figures[`${w}/s, its statements without HTTP`] = database.perSec;
+        figures[`${w}/s, its statements without HTTP`] = database.requestsPerSec;
         figures[`${w} p99 ms, its statements without HTTP`] = database.p99Ms;
-        figures[`${w} service / its statements`] = served.requestsPerSec / database.perSec;
+        figures[`${w} service / its statements`] = served.requestsPerSec / database.requestsPerSec;
       }
     }
     if (only.has('delivery')) {

@@ -12,7 +12,8 @@ import { connect, type Sql } from '../src/db/client.js';
 import { createUser } from '../src/users/create.js';
 import { deleteUser, undoDelete } from '../src/users/deletion.js';
 import { patchUser } from '../src/users/patch.js';
-import { Histogram, percentile } from './latency.js';
+import { resultOf } from './anchor.js';
+import { Histogram } from './latency.js';
 import type { LoadResult } from './load-plan.js';
 import { timedLoop } from './timed-loop.js';
 
@@ -81,18 +82,7 @@ export async function runWriteAnchor(url: string, kind: WriteKind, team: WriteTe
     });
     const times = new Histogram();
     for (const ms of durations) for (let i = 0; i < answers; i++) times.add(ms / answers);
-    const latency = times.buckets();
-    return {
-      requestsPerSec: (durations.length * answers) / seconds,
-      requests: durations.length * answers,
-      p50Ms: percentile(latency, 0.5),
-      p99Ms: percentile(latency, 0.99),
-      maxMs: times.maxMs,
-      latency,
-      statuses: {},
-      socketErrors: 0,
-      durationS: seconds,
-    };
+    return resultOf(times, durations.length * answers, seconds, 0);
   } finally {
     await sql.end();
   }
