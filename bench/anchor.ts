@@ -5,6 +5,7 @@
  * concurrency as the list scenario it anchors, in the same rounds. A list
  * scenario then reports its throughput as a ratio to the database as well
  * as to the floor: how much of what PostgreSQL can read the service passes on.
+ * get-one's anchor is PostgreSQL's own lookup of one user (LookupAnchor).
  *
  * The statement is not copied here: it is captured from the built service
  * (dist/users/queries.js) through the driver's debug hook, so the anchor
@@ -20,6 +21,7 @@ import postgres from 'postgres';
 import { Histogram, percentile } from './latency.js';
 import type { LoadResult } from './load-plan.js';
 import { runToEnd } from './processes.js';
+import { readIds } from './dataset.js';
 
 /** One list request as the database sees it. */
 export interface PageAnchor {
@@ -27,6 +29,19 @@ export interface PageAnchor {
   limit: number;
   /** A fixed offset, or a random one in [0, max] for each statement. */
   offset: number | { max: number };
+}
+
+/**
+ * One get-one request as the database sees it: a user's stored document by
+ * team and id, one statement per user, for a random id of the file each
+ * time, as the load draws them. The service batches the lookups that arrive
+ * together (src/users/batched-lookups.ts): that is its own doing, so the
+ * anchor does not.
+ */
+export interface LookupAnchor {
+  teamId: string;
+  /** One id per line. */
+  idsFile: string;
 }
 
 /** What each parameter of the page statement takes (the offset may be sent several times). */
@@ -43,8 +58,8 @@ export type AnchorTool = 'pgbench' | 'driver';
 
 export interface Anchor {
   tool: AnchorTool;
-  /** The page statement on `connections` connections for `seconds`: one transaction counts as one answer. */
-  run(page: PageAnchor, connections: number, seconds: number): Promise<LoadResult>;
+  /** The page statement, or the lookup, on `connections` connections for `seconds`: one transaction counts as one answer. */
+  run(statement: PageAnchor | LookupAnchor, connections: number, seconds: number): Promise<LoadResult>;
   /** Each team walked in pages of `limit` (offset 0, limit, 2 x limit, ... while below its users), all teams at once, one connection each; the users read. */
   walk(teams: { teamId: string; users: number }[], limit: number): Promise<number>;
   close(): Promise<void>;
@@ -134,8 +149,8 @@ async function pgbench(workDir: string, url: string, statement: PageStatement, p
   }
 }
 
-/** The statement run by `connections` loops on the driver (prepared, rows as raw bytes, as the service reads them). */
-async function driverLoop(sql: postgres.Sql, statement: PageStatement, page: PageAnchor, connections: number, seconds: number): Promise<LoadResult> {
+/** `send` back to back on `connections` loops for `seconds`; a statement that fails counts as an error, not an answer. */
+async function loopOn(connections: number, seconds: number, send: () => Promise<unknown>): Promise<LoadResult> {
   const times = new Histogram();
   let requests = 0;
   let errors = 0;
@@ -145,7 +160,7 @@ async function driverLoop(sql: postgres.Sql, statement: PageStatement, page: Pag
     while (performance.now() < end) {
       const sent = performance.now();
       try {
-        await sql.unsafe(statement.text, valuesOf(statement, page.teamId, offsetOf(page), page.limit), { prepare: true }).raw();
+        await send();
         times.add(performance.now() - sent);
         requests++;
       } catch {
@@ -155,6 +170,14 @@ async function driverLoop(sql: postgres.Sql, statement: PageStatement, page: Pag
   }));
   return resultOf(times, requests, (performance.now() - started) / 1000, errors);
 }
+
+/** The page statement run by `connections` loops on the driver (prepared, rows as raw bytes, as the service reads them). */
+const driverLoop = (sql: postgres.Sql, statement: PageStatement, page: PageAnchor, connections: number, seconds: number) =>
+  loopOn(connections, seconds, () => sql.unsafe(statement.text, valuesOf(statement, page.teamId, offsetOf(page), page.limit), { prepare: true }).raw());
+
+/** The user's document by team and id, a random id of `ids` each time, on `connections` loops on the driver (pgbench cannot draw a uuid from a list). */
+const lookupLoop = (sql: postgres.Sql, teamId: string, ids: string[], connections: number, seconds: number) =>
+  loopOn(connections, seconds, () => sql`SELECT doc FROM users WHERE team_id = ${teamId} AND user_id = ${ids[Math.floor(Math.random() * ids.length)]!}`.raw());
 
 /** One team's pages, one after the other, on the driver; the users read. */
 async function walkTeam(sql: postgres.Sql, statement: PageStatement, teamId: string, users: number, limit: number): Promise<number> {
@@ -176,11 +199,20 @@ export async function startAnchor(root: string, workDir: string, url: string, te
     if (!sql) pools.set(connections, (sql = postgres(url, { max: connections, onnotice: () => {} })));
     return sql;
   };
+  // Ids read once per file: a million lines are read in about a second.
+  const idsByFile = new Map<string, string[]>();
+  const idsOf = (file: string) => {
+    let ids = idsByFile.get(file);
+    if (!ids) idsByFile.set(file, (ids = readIds(file)));
+    return ids;
+  };
   return {
     tool,
-    run: (page, connections, seconds) => (tool === 'pgbench'
-      ? pgbench(workDir, url, statement, page, connections, seconds)
-      : driverLoop(pool(connections), statement, page, connections, seconds)),
+    run: (a, connections, seconds) => ('idsFile' in a
+      ? lookupLoop(pool(connections), a.teamId, idsOf(a.idsFile), connections, seconds)
+      : tool === 'pgbench'
+        ? pgbench(workDir, url, statement, a, connections, seconds)
+        : driverLoop(pool(connections), statement, a, connections, seconds)),
     walk: async (teams, limit) => {
       const sql = pool(teams.length);
       const read = await Promise.all(teams.map((t) => walkTeam(sql, statement, t.teamId, t.users, limit)));

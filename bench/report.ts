@@ -93,6 +93,10 @@ function judgeCondition(c: Condition, m: Measured, floorRatios: Map<string, numb
       const ratio = ratioOf(m.service, m.anchor);
       return { target: `>= ${c.min}x PostgreSQL`, measured: `${ratio.toFixed(3)}x PostgreSQL`, met: m.anchor !== undefined && ratio >= c.min };
     }
+    case 'anchor-p99': {
+      const ratio = m.anchor && m.anchor.p99Ms > 0 ? m.service.p99Ms / m.anchor.p99Ms : Infinity;
+      return { target: `p99 <= ${c.max}x PostgreSQL's`, measured: `p99 ${ratio.toFixed(2)}x PostgreSQL's (${m.anchor?.p99Ms ?? '-'} ms)`, met: ratio <= c.max };
+    }
     case 'p99':
       return { target: `p99 <= ${c.maxMs} ms`, measured: `p99 ${m.service.p99Ms} ms`, met: m.service.p99Ms <= c.maxMs };
     case 'rate':
@@ -162,7 +166,7 @@ export function renderReport(report: BenchReport): string {
   out.push(`dataset: ${num(report.dataset.users)} users in ${report.dataset.teams} teams (biggest ${num(report.dataset.biggest.users)}, smallest ${num(report.dataset.smallest.users)}); ` +
     `${report.settings.connections} connections unless a scenario names its own (${report.settings.loadGenerator}), ${report.settings.durationS} s per scenario in ${report.settings.rounds} rounds alternating with the floor; database: ${report.settings.database}` +
     (Object.keys(report.settings.serviceEnv).length > 0 ? `; service env: ${Object.entries(report.settings.serviceEnv).map(([k, v]) => `${k}=${v}`).join(' ')}` : '') +
-    (report.settings.anchor ? `; PostgreSQL anchor (pg req/s): ${report.settings.anchor} for the lists, the service's own write functions without HTTP for the writes` : ''));
+    (report.settings.anchor ? `; PostgreSQL anchor (pg req/s): ${report.settings.anchor} for the lists, its own lookups on the driver for get-one, the service's own write functions without HTTP for the writes` : ''));
   for (const pass of report.passes) {
     out.push('', `service with WORKERS=${pass.workers}: ${pass.services.map((svc) => serviceLine(pass.workers, svc)).join('; ')}`);
     out.push(table(

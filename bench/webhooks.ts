@@ -45,7 +45,7 @@ import { freshDatabase } from './database.js';
 import { readIds } from './dataset.js';
 import { Inbox } from './inbox.js';
 import { runLoad } from './load.js';
-import { quantile, timedLoop } from './timed-loop.js';
+import { quantile } from './timed-loop.js';
 import { runWriteAnchor, type WriteKind, type WriteTeam } from './write-anchor.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
 import { runToEnd, stopAll } from './processes.js';
@@ -241,7 +241,7 @@ interface ReadsBeside { alone: number; service: { noEvents: number; withEvents: 
  * disabled (the changes make no messages) and then enabled (each change's
  * event is delivered); beside each, its anchor under the same creates:
  * PostgreSQL's own lookups (the user's document by team and id) and the
- * page statement (bench/anchor.ts), on as many connections. The target is
+ * page statement (both bench/anchor.ts), on as many connections. The target is
  * the service's ratio to its anchor, with the events against without: the
  * CPU that delivering takes from a shared machine slows both sides, and
  * what is left is what the events cost the service's reads. (The creates
@@ -250,17 +250,15 @@ interface ReadsBeside { alone: number; service: { noEvents: number; withEvents: 
  */
 async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string): Promise<Record<string, ReadsBeside>> {
   const big = { [KEY_HEADER]: s.key };
-  const ids = readIds(poolFile);
-  const pages = await startAnchor(root, workDir, s.url, s.teamId, 'driver');
-  const lookups = connect(s.url, { max: READ_CONNECTIONS });
+  const anchor = await startAnchor(root, workDir, s.url, s.teamId, 'driver');
   const reads: Record<string, { plan: PathPlan; anchor: () => Promise<number> }> = {
     'get-one': {
       plan: { kind: 'random-line', prefix: '/v2/user/', file: poolFile, headers: big },
-      anchor: () => loop(READ_CONNECTIONS, () => lookups`SELECT doc FROM users WHERE team_id = ${s.teamId} AND user_id = ${ids[Math.floor(Math.random() * ids.length)]!}`),
+      anchor: async () => (await anchor.run({ teamId: s.teamId, idsFile: poolFile }, READ_CONNECTIONS, duration)).requestsPerSec,
     },
     'list-first': {
       plan: { kind: 'fixed', requests: [{ path: '/v2/user/?limit=100', headers: big }] },
-      anchor: async () => (await pages.run({ teamId: s.teamId, limit: 100, offset: 0 }, READ_CONNECTIONS, duration)).requestsPerSec,
+      anchor: async () => (await anchor.run({ teamId: s.teamId, limit: 100, offset: 0 }, READ_CONNECTIONS, duration)).requestsPerSec,
     },
   };
   const besideCreates = async <T>(disabled: boolean, measure: () => Promise<T>): Promise<T> => {
@@ -281,15 +279,9 @@ async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string
       };
     }
   } finally {
-    await pages.close();
-    await lookups.end();
+    await anchor.close();
   }
   return out;
-}
-
-/** `statement` on `connections` loops for the run's duration (after the warm-up): statements a second. */
-async function loop(connections: number, statement: () => Promise<unknown>): Promise<number> {
-  return (await timedLoop(connections, WARMUP_MS, duration, statement)).length / duration;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
