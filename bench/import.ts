@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import postgres from 'postgres';
@@ -12,6 +13,16 @@ export interface ImportResult {
   usersPerSec: number;
   /** Peak resident set of the import process (VmHWM), in MB. */
   peakRssMb: number;
+  /**
+   * The most disk the import took at once, in MB: free space at its start less
+   * the least seen while it ran (every 200 ms), over the filesystems of its
+   * spool (the temporary directory) and of the database's data directory.
+   * Spool, new tables, their indexes and WAL all count; nothing else should
+   * write meanwhile.
+   */
+  diskPeakMb: number;
+  /** The database's size once the import is flushed (pg_database_size), in bytes per user. */
+  bytesPerUser?: number;
   /** The CLI's own summary line. */
   summary: string;
   /** The anchor (runRawCopy), when it ran: PostgreSQL's raw COPY of the file, and its seconds over the import's. */
@@ -25,6 +36,7 @@ export interface ImportResult {
  * embedded PostgreSQL it may start is not counted (it is the database).
  */
 export async function runImport(root: string, target: DatabaseTarget, file: string, users: number): Promise<ImportResult> {
+  const disks = [os.tmpdir(), await dataDirectoryOf(target)].filter((d) => d !== undefined);
   const started = Date.now();
   const child = startProcess('hds import', process.execPath, [path.join(root, 'dist/cli/hds.js'), 'import', file], { env: databaseEnv(target) });
   let stdout = '';
@@ -35,8 +47,14 @@ export async function runImport(root: string, target: DatabaseTarget, file: stri
   const timer = setInterval(() => {
     peakKb = Math.max(peakKb, highWaterMark(child.pid) ?? 0);
   }, 20);
+  const freeAtStart = freeBytes(disks);
+  let diskPeak = 0;
+  const diskTimer = setInterval(() => {
+    diskPeak = Math.max(diskPeak, freeAtStart - freeBytes(disks));
+  }, 200);
   const code = await child.exited;
   clearInterval(timer);
+  clearInterval(diskTimer);
   const seconds = (Date.now() - started) / 1000;
   if (code !== 0) throw new Error(`import failed (exit ${code}): ${stderr.trim().split('\n').slice(-5).join('\n')}`);
   return {
@@ -44,8 +62,53 @@ export async function runImport(root: string, target: DatabaseTarget, file: stri
     seconds,
     usersPerSec: users / seconds,
     peakRssMb: peakKb / 1024,
+    diskPeakMb: diskPeak / 2 ** 20,
     summary: stdout.trim().split('\n').pop() ?? '',
   };
+}
+
+/** Free bytes, summed over the distinct filesystems of `dirs` that exist on this machine. */
+function freeBytes(dirs: string[]): number {
+  const seen = new Set<number>();
+  let free = 0;
+  for (const dir of dirs) {
+    try {
+      const { dev } = fs.statSync(dir);
+      if (seen.has(dev)) continue;
+      seen.add(dev);
+      const fsStat = fs.statfsSync(dir);
+      free += fsStat.bavail * fsStat.bsize;
+    } catch {
+      // A server's data directory on another machine (or unreadable): only the spool's side is counted.
+    }
+  }
+  return free;
+}
+
+/** Where the database keeps its files, when this process may know it (SHOW data_directory needs pg_read_all_settings). */
+async function dataDirectoryOf(target: DatabaseTarget): Promise<string | undefined> {
+  if ('dataDir' in target) return target.dataDir;
+  const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ data_directory: string }[]>`SHOW data_directory`;
+    return row?.data_directory;
+  } catch {
+    return undefined;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** The database's size in bytes per user, after the import (server targets only: an embedded one is stopped by then). */
+export async function bytesPerUser(target: DatabaseTarget, users: number): Promise<number | undefined> {
+  if (!('databaseUrl' in target)) return undefined;
+  const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ bytes: string }[]>`SELECT pg_database_size(current_database())::text AS bytes`;
+    return Number(row!.bytes) / users;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 export interface RawCopyResult {

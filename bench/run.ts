@@ -18,7 +18,7 @@ import type { AnchorTool } from './anchor.js';
 import { renderChart } from './chart.js';
 import { flushWrites, markImported, prepareDatabase } from './database.js';
 import { prepareDataset } from './dataset.js';
-import { runImport, runRawCopy, type ImportResult } from './import.js';
+import { bytesPerUser, runImport, runRawCopy, type ImportResult } from './import.js';
 import type { LoadGenerator } from './load.js';
 import { parseOptions, UsageError, type BenchOptions } from './options.js';
 import { runPass, type BenchContext } from './pass.js';
@@ -101,10 +101,13 @@ async function bench(o: BenchOptions, argv: string[]): Promise<void> {
     say(`importing ${dataset.users.toLocaleString('en')} users with the CLI`);
     importResult = await runImport(root, target, dataset.file, dataset.users);
     markImported(root, markerFile, dataset);
-    say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB (${importResult.summary})`);
+    say(`import: ${importResult.seconds.toFixed(1)} s, ${Math.round(importResult.usersPerSec)} users/s, peak ${importResult.peakRssMb.toFixed(0)} MB, disk at most ${(importResult.diskPeakMb / 1024).toFixed(2)} GB more (${importResult.summary})`);
     const flushStart = performance.now();
     await flushWrites(target, say);
     say(`import's writes flushed to disk (CHECKPOINT, sync) in ${((performance.now() - flushStart) / 1000).toFixed(1)} s`);
+    const perUser = await bytesPerUser(target, dataset.users);
+    if (perUser !== undefined) say(`database after the import: ${Math.round(perUser)} bytes per user`);
+    importResult.bytesPerUser = perUser;
     // The anchor: PostgreSQL's raw COPY of the same lines into an unlogged one-column table, after the flush (no write-back under it).
     const copy = await runRawCopy(target, dataset.file);
     importResult.rawCopy = { ...copy, ratio: copy.seconds / importResult.seconds };
