@@ -36,7 +36,7 @@ export interface ImportResult {
  * embedded PostgreSQL it may start is not counted (it is the database).
  */
 export async function runImport(root: string, target: DatabaseTarget, file: string, users: number): Promise<ImportResult> {
-  const disks = [os.tmpdir(), await dataDirectoryOf(target)].filter((d) => d !== undefined);
+  const disks = oneDirPerFilesystem([os.tmpdir(), await dataDirectoryOf(target)]);
   const started = Date.now();
   const child = startProcess('hds import', process.execPath, [path.join(root, 'dist/cli/hds.js'), 'import', file], { env: databaseEnv(target) });
   let stdout = '';
@@ -67,48 +67,53 @@ export async function runImport(root: string, target: DatabaseTarget, file: stri
   };
 }
 
-/** Free bytes, summed over the distinct filesystems of `dirs` that exist on this machine. */
-function freeBytes(dirs: string[]): number {
-  const seen = new Set<number>();
-  let free = 0;
+/**
+ * One directory per filesystem among `dirs`, found once before the sampling: those that do not
+ * exist here (a server's data directory on another machine, or unreadable) are left out, and only
+ * the spool's side is then counted.
+ */
+function oneDirPerFilesystem(dirs: (string | undefined)[]): string[] {
+  const byDevice = new Map<number, string>();
   for (const dir of dirs) {
     try {
-      const { dev } = fs.statSync(dir);
-      if (seen.has(dev)) continue;
-      seen.add(dev);
-      const fsStat = fs.statfsSync(dir);
-      free += fsStat.bavail * fsStat.bsize;
+      if (dir !== undefined) byDevice.set(fs.statSync(dir).dev, dir);
     } catch {
-      // A server's data directory on another machine (or unreadable): only the spool's side is counted.
+      // Not on this machine.
     }
   }
-  return free;
+  return [...byDevice.values()];
+}
+
+/** Free bytes, summed over `dirs`, one per filesystem. */
+function freeBytes(dirs: string[]): number {
+  return dirs.reduce((free, dir) => {
+    const fsStat = fs.statfsSync(dir);
+    return free + fsStat.bavail * fsStat.bsize;
+  }, 0);
+}
+
+/** `query` on one connection to `url`, closed after. */
+async function onOneConnection<T>(url: string, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    return await query(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }
 
 /** Where the database keeps its files, when this process may know it (SHOW data_directory needs pg_read_all_settings). */
 async function dataDirectoryOf(target: DatabaseTarget): Promise<string | undefined> {
   if ('dataDir' in target) return target.dataDir;
-  const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    const [row] = await sql<{ data_directory: string }[]>`SHOW data_directory`;
-    return row?.data_directory;
-  } catch {
-    return undefined;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  return onOneConnection(target.databaseUrl, async (sql) => (await sql<{ data_directory: string }[]>`SHOW data_directory`)[0]?.data_directory)
+    .catch(() => undefined);
 }
 
 /** The database's size in bytes per user, after the import (server targets only: an embedded one is stopped by then). */
 export async function bytesPerUser(target: DatabaseTarget, users: number): Promise<number | undefined> {
   if (!('databaseUrl' in target)) return undefined;
-  const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
-  try {
-    const [row] = await sql<{ bytes: string }[]>`SELECT pg_database_size(current_database())::text AS bytes`;
-    return Number(row!.bytes) / users;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  const [row] = await onOneConnection(target.databaseUrl, (sql) => sql<{ bytes: string }[]>`SELECT pg_database_size(current_database())::text AS bytes`);
+  return Number(row!.bytes) / users;
 }
 
 export interface RawCopyResult {
