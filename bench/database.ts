@@ -26,21 +26,32 @@ async function holdsDataset(root: string, target: DatabaseTarget, dataset: Datas
   }
 }
 
-/** Drops (unless reusable) and creates the bench database on a PostgreSQL server. */
-async function recreate(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  // Never drop a database the benchmark did not name.
-  if (!/^hds_bench\w*$/.test(name)) throw new Error(`refusing to recreate database "${name}": bench databases are named hds_bench*`);
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+/** `query` on one connection to `url`, closed after. */
+export async function onOneConnection<T>(url: string, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
-    await sql.unsafe(`CREATE DATABASE "${name}"`);
+    return await query(sql);
   } finally {
     await sql.end({ timeout: 5 });
   }
+}
+
+/** The server of `url`, at its `postgres` database: for what is done to, or asked of, the server itself. */
+function adminUrl(url: string): string {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  return admin.toString();
+}
+
+/** Drops (unless reusable) and creates the bench database on a PostgreSQL server. */
+async function recreate(url: string): Promise<void> {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  // Never drop a database the benchmark did not name.
+  if (!/^hds_bench\w*$/.test(name)) throw new Error(`refusing to recreate database "${name}": bench databases are named hds_bench*`);
+  await onOneConnection(adminUrl(url), async (sql) => {
+    await sql.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await sql.unsafe(`CREATE DATABASE "${name}"`);
+  });
 }
 
 /**
@@ -115,31 +126,17 @@ export async function prepareDatabase(root: string, target: DatabaseTarget, data
  * them costs more than it would in production (issue 27).
  */
 async function requireAutovacuum(url: string): Promise<void> {
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-  try {
-    const [row] = await sql<{ autovacuum: string }[]>`SHOW autovacuum`;
-    if (row?.autovacuum !== 'on') {
-      throw new Error('the PostgreSQL server has autovacuum off: the bench measures it as it ships; run '
-        + '"ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();" as a superuser, or bench the embedded default');
-    }
-  } finally {
-    await sql.end({ timeout: 5 });
+  const [row] = await onOneConnection(adminUrl(url), (sql) => sql<{ autovacuum: string }[]>`SHOW autovacuum`);
+  if (row?.autovacuum !== 'on') {
+    throw new Error('the PostgreSQL server has autovacuum off: the bench measures it as it ships; run '
+      + '"ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf();" as a superuser, or bench the embedded default');
   }
 }
 
 async function databaseExists(url: string): Promise<boolean> {
   const name = decodeURIComponent(new URL(url).pathname.slice(1));
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
-  try {
-    const rows = await sql`SELECT 1 FROM pg_database WHERE datname = ${name}`;
-    return rows.length > 0;
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  const rows = await onOneConnection(adminUrl(url), (sql) => sql`SELECT 1 FROM pg_database WHERE datname = ${name}`);
+  return rows.length > 0;
 }
 
 /**
@@ -151,15 +148,10 @@ async function databaseExists(url: string): Promise<boolean> {
  */
 export async function flushWrites(target: DatabaseTarget, say: (msg: string) => void): Promise<void> {
   if ('databaseUrl' in target) {
-    const sql = postgres(target.databaseUrl, { max: 1, onnotice: () => {} });
-    try {
-      await sql`CHECKPOINT`;
-    } catch (err) {
+    await onOneConnection(target.databaseUrl, (sql) => sql`CHECKPOINT`).catch((err: Error) => {
       // CHECKPOINT needs a superuser or pg_checkpoint: the OS-level flush below still runs.
-      say(`could not CHECKPOINT (${(err as Error).message}): PostgreSQL may still write the import's pages during the load`);
-    } finally {
-      await sql.end({ timeout: 5 });
-    }
+      say(`could not CHECKPOINT (${err.message}): PostgreSQL may still write the import's pages during the load`);
+    });
   }
   await runToEnd('sync', 'sync', []);
 }

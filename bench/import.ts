@@ -4,6 +4,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { onOneConnection } from './database.js';
 import { highWaterMark, startProcess } from './processes.js';
 import { databaseEnv, type DatabaseTarget } from './service.js';
 
@@ -90,16 +91,6 @@ function freeBytes(dirs: string[]): number {
     const fsStat = fs.statfsSync(dir);
     return free + fsStat.bavail * fsStat.bsize;
   }, 0);
-}
-
-/** `query` on one connection to `url`, closed after. */
-async function onOneConnection<T>(url: string, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  try {
-    return await query(sql);
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
 }
 
 /** Where the database keeps its files, when this process may know it (SHOW data_directory needs pg_read_all_settings). */
