@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { onOneConnection } from './database.js';
 import { highWaterMark, startProcess } from './processes.js';
@@ -126,20 +125,23 @@ export interface RawCopyResult {
  */
 export async function runRawCopy(target: DatabaseTarget, file: string): Promise<RawCopyResult> {
   const embedded = 'dataDir' in target ? await startEmbeddedPostgres(target.dataDir) : undefined;
-  const sql = postgres(embedded?.url ?? ('databaseUrl' in target ? target.databaseUrl : ''), { max: 1, onnotice: () => {} });
   const table = `bench_raw_copy_${process.pid}`;
   try {
-    await sql.unsafe(`DROP TABLE IF EXISTS ${table}`);
-    await sql.unsafe(`CREATE UNLOGGED TABLE ${table} (line text)`);
-    const started = performance.now();
-    const copy = await sql.unsafe(`COPY ${table} (line) FROM STDIN`).writable();
-    await pipeline(fs.createReadStream(file, { highWaterMark: 1 << 20 }), copy);
-    const seconds = (performance.now() - started) / 1000;
-    const [counted] = await sql.unsafe<{ n: string }[]>(`SELECT count(*) AS n FROM ${table}`);
-    return { rows: Number(counted!.n), seconds };
+    return await onOneConnection(embedded?.url ?? ('databaseUrl' in target ? target.databaseUrl : ''), async (sql) => {
+      try {
+        await sql.unsafe(`DROP TABLE IF EXISTS ${table}`);
+        await sql.unsafe(`CREATE UNLOGGED TABLE ${table} (line text)`);
+        const started = performance.now();
+        const copy = await sql.unsafe(`COPY ${table} (line) FROM STDIN`).writable();
+        await pipeline(fs.createReadStream(file, { highWaterMark: 1 << 20 }), copy);
+        const seconds = (performance.now() - started) / 1000;
+        const [counted] = await sql.unsafe<{ n: string }[]>(`SELECT count(*) AS n FROM ${table}`);
+        return { rows: Number(counted!.n), seconds };
+      } finally {
+        await sql.unsafe(`DROP TABLE IF EXISTS ${table}`).catch(() => {});
+      }
+    });
   } finally {
-    await sql.unsafe(`DROP TABLE IF EXISTS ${table}`).catch(() => {});
-    await sql.end({ timeout: 5 });
     await embedded?.stop();
   }
 }
