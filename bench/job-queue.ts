@@ -344,7 +344,7 @@ async function drainGraphile(s: Setup, count: number, variant: GwVariant): Promi
     SELECT e.url, e.headers, ARRAY(SELECT secret FROM webhook_secrets s WHERE s.endpoint_id = e.endpoint_id AND (s.expires_at IS NULL OR s.expires_at > now())
       ORDER BY s.expires_at DESC NULLS FIRST, s.created_at DESC) AS secrets
     FROM webhook_endpoints e WHERE e.endpoint_id = ${s.endpointId}`;
-  const sender = new Sender({ timeoutMs: TIMEOUT_MS, allowPrivate: true }, MAX_IN_FLIGHT);
+  const sender = new Sender({ timeoutMs: TIMEOUT_MS, allowPrivate: true });
   const deliver: Task = async (payload) => {
     const job = payload as DeliverPayload;
     const id = messageId(job.event_id);

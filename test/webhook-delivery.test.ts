@@ -20,6 +20,7 @@ import { connect, type Sql } from '../src/db/client.js';
 import { openDatabase, type Database } from '../src/db/database.js';
 import { recordOutcomes } from '../src/events/claims.js';
 import { Dispatcher } from '../src/events/dispatcher.js';
+import { MAX_IN_FLIGHT } from '../src/events/lane.js';
 import { Sender } from '../src/events/send.js';
 import { buildApp } from '../src/app.js';
 import { callAs, collectingStream, teamWithKey, testConfig, until, watchForCrashes, type TestTeam } from './helpers.js';
@@ -270,7 +271,7 @@ describe('webhook delivery', () => {
     const inbox = await receiver();
     receivers.push(inbox);
     const port = new URL(inbox.url).port;
-    const strict = new Sender({ timeoutMs: 5000, allowPrivate: false }, 4);
+    const strict = new Sender({ timeoutMs: 5000, allowPrivate: false });
     try {
       assert.deepEqual(await strict.send(inbox.url, {}, '{}'), { status: null, error: 'EINSECUREURL' });
       assert.deepEqual(await strict.send(`https://127.0.0.1:${port}/`, {}, '{}'), { status: null, error: 'EINTERNALADDRESS' });
@@ -280,11 +281,29 @@ describe('webhook delivery', () => {
     } finally {
       strict.close();
     }
-    const open = new Sender({ timeoutMs: 5000, allowPrivate: true }, 4);
+    const open = new Sender({ timeoutMs: 5000, allowPrivate: true });
     try {
       assert.deepEqual(await open.send(inbox.url, {}, '{}'), { status: 204 });
     } finally {
       open.close();
+    }
+  });
+
+  it('a hanging endpoint does not hold the connections of another on the same host and port', async () => {
+    // Every lane sends through one Sender: a hanging endpoint's lane keeps MAX_IN_FLIGHT attempts open.
+    const inbox = await receiver((d) => (d.path === '/dead' ? 'hang' : 204));
+    receivers.push(inbox);
+    const sender = new Sender({ timeoutMs: HANG_MS, allowPrivate: true });
+    try {
+      let settled = 0;
+      const hanging = Array.from({ length: MAX_IN_FLIGHT }, () => sender.send(inbox.url.replace(/\/hook$/, '/dead'), {}, '{}').finally(() => settled++));
+      await until('the dead endpoint holds a lane\'s attempts', HANG_MS, () => inbox.open() === MAX_IN_FLIGHT);
+      assert.deepEqual(await sender.send(inbox.url, {}, '{}'), { status: 204 }, 'answered while the other path hangs');
+      assert.equal(settled, 0, 'the hanging attempts are still open');
+      sender.close();
+      await Promise.all(hanging);
+    } finally {
+      sender.close();
     }
   });
 

@@ -35,6 +35,8 @@ export async function privateDatabase(name: string): Promise<PrivateDatabase> {
 }
 
 export interface Delivery {
+  /** The request's path (and query). */
+  path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
   at: number;
@@ -63,7 +65,7 @@ export async function receiver(answer: (delivery: Delivery) => Answer | Promise<
     let body = '';
     req.setEncoding('utf8').on('data', (d: string) => { body += d; });
     req.on('end', async () => {
-      const delivery: Delivery = { headers: req.headers, body, at: Date.now() };
+      const delivery: Delivery = { path: req.url ?? '', headers: req.headers, body, at: Date.now() };
       deliveries.push(delivery);
       open++;
       const what = await answer(delivery);

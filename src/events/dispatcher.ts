@@ -2,7 +2,7 @@ import type { Sql } from '../db/client.js';
 import { errorCode } from '../db/errors.js';
 import { MESSAGES_CHANNEL } from '../management/message-store.js';
 import { pendingEndpoints } from './claims.js';
-import { Lane, MAX_IN_FLIGHT } from './lane.js';
+import { Lane } from './lane.js';
 import { Sender } from './send.js';
 
 /**
@@ -97,7 +97,7 @@ export class Dispatcher {
 
   constructor(readonly sql: Sql, readonly options: DispatcherOptions) {
     this.stats = options.stats ?? { delivered: 0, retried: 0, exhausted: 0, endpointsDisabled: 0 };
-    this.sender = new Sender({ timeoutMs: options.timeoutMs, allowPrivate: options.allowPrivate }, MAX_IN_FLIGHT);
+    this.sender = new Sender({ timeoutMs: options.timeoutMs, allowPrivate: options.allowPrivate });
   }
 
   /**

@@ -42,8 +42,11 @@ const publicOnlyLookup = ((hostname: string, options: LookupAllOptions & { all?:
 export class Sender {
   private readonly agents: { 'http:': http.Agent; 'https:': https.Agent };
 
-  constructor(private readonly options: SendOptions, maxSocketsPerOrigin: number) {
-    const agentOptions = { keepAlive: true, maxSockets: maxSocketsPerOrigin, timeout: options.timeoutMs };
+  constructor(private readonly options: SendOptions) {
+    // No cap per origin: every lane shares this sender, and a cap per host and port let a hanging endpoint's
+    // attempts take every socket from another endpoint on the same host (another path, another team on one
+    // receiver), whose attempts then waited in the agent while their timeouts ran. Each lane caps its own.
+    const agentOptions = { keepAlive: true, maxSockets: Infinity, timeout: options.timeoutMs };
     this.agents = { 'http:': new http.Agent(agentOptions), 'https:': new https.Agent(agentOptions) };
   }
 
