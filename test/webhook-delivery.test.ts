@@ -201,6 +201,18 @@ describe('webhook delivery', () => {
     await sql`UPDATE webhook_endpoints SET failing_since = now() - interval '6 days' WHERE endpoint_id = ${s.webhookId}`;
     await createUser(s.team);
     await until('the endpoint is disabled', HANG_MS, async () => (await manage(app, m.key, 'GET', s.base)).json().disabled === true);
+    // Enabled again, its streak starts anew: a failed attempt does not disable it at once.
+    assert.equal((await manage(app, m.key, 'PATCH', s.base, { disabled: false })).statusCode, 200);
+    const [streak] = await sql<{ failing_since: Date | null }[]>`SELECT failing_since FROM webhook_endpoints WHERE endpoint_id = ${s.webhookId}`;
+    assert.equal(streak!.failing_since, null);
+    const user = await createUser(s.team);
+    // The outcome and the endpoint's streak are written by one statement (claims.ts, recordOutcomes).
+    await until('an attempt for the new user failed, or the endpoint is disabled', HANG_MS, async () => (await sql`
+      SELECT 1 FROM webhook_messages m JOIN events e USING (event_id)
+      WHERE m.endpoint_id = ${s.webhookId} AND e.user_id = ${user.user_id} AND m.attempts >= 1 AND m.last_status_code = 500
+      UNION ALL SELECT 1 FROM webhook_endpoints WHERE endpoint_id = ${s.webhookId} AND disabled`).length > 0);
+    assert.equal((await manage(app, m.key, 'GET', s.base)).json().disabled, false);
+    await manage(app, m.key, 'PATCH', s.base, { disabled: true });
   });
 
   it('a dead endpoint never delays another: every event reaches the live one while the dead one holds its attempts', async () => {

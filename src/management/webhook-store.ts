@@ -72,6 +72,8 @@ export async function updateWebhook(sql: Sql, teamId: string, id: string, fields
       description = ${keep(fields.description, 'description')},
       rate_limit = ${keep(fields.rate_limit, 'rate_limit')},
       disabled = ${keep(fields.disabled, 'disabled')},
+      -- Enabled again: its streak of failures starts anew, or its first failed attempt would disable it at once.
+      failing_since = CASE WHEN disabled AND NOT ${keep(fields.disabled, 'disabled')} THEN NULL ELSE failing_since END,
       filter_types = ${fields.filter_types === undefined ? sql`filter_types` : sql`${fields.filter_types}::text[]`},
       updated_at = now()
     WHERE team_id = ${teamId} AND endpoint_id = ${id}
