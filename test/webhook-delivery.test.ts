@@ -18,7 +18,7 @@ import pino from 'pino';
 import type { App } from '../src/app.js';
 import { connect, type Sql } from '../src/db/client.js';
 import { openDatabase, type Database } from '../src/db/database.js';
-import { recordOutcomes } from '../src/events/claims.js';
+import { backlog, recordOutcomes } from '../src/events/claims.js';
 import { Dispatcher } from '../src/events/dispatcher.js';
 import { MAX_IN_FLIGHT } from '../src/events/lane.js';
 import { Sender } from '../src/events/send.js';
@@ -227,6 +227,17 @@ describe('webhook delivery', () => {
       (await messages(dead)).data.some((x) => x.attempts >= 1 && x.last_attempt_at !== null && x.last_status_code === null && x.status === 'pending'));
     assert.ok(log.lines().some((l) => l.msg === 'webhook attempt failed' && l.endpoint_id === dead.webhookId && l.error === 'ETIMEDOUT'));
     await manage(app, m.key, 'PATCH', dead.base, { disabled: true });
+  });
+
+  it('counts the pending messages of a disabled endpoint as held, outside the oldest pending age', async () => {
+    const s = await endpointFor(() => 'hang');
+    await createUser(s.team);
+    await until('the attempt is open', HANG_MS, () => s.inbox.open() === 1);
+    await manage(app, m.key, 'PATCH', s.base, { disabled: true });
+    await sql`UPDATE webhook_messages SET created_at = now() - interval '1 day' WHERE endpoint_id = ${s.webhookId}`;
+    const now = await backlog(sql);
+    assert.ok(now.held >= 1, `held ${now.held}`);
+    assert.ok(now.oldestPendingSeconds < 86_000, `the oldest pending is ${now.oldestPendingSeconds} s old`);
   });
 
   it('honours rate_limit (messages per second)', async () => {

@@ -155,6 +155,7 @@ describe('webhook delivery through a SIGKILL', () => {
     });
     assert.match(metrics, /^hds_webhook_attempts_total\{outcome="delivered"\} [1-9]\d*$/m);
     assert.match(metrics, /^hds_webhook_messages\{state="failed"\} 0$/m);
+    assert.match(metrics, /^hds_webhook_messages\{state="held"\} 0$/m);
     assert.match(metrics, /^hds_webhook_oldest_pending_seconds 0$/m);
 
     server.child.kill('SIGTERM');

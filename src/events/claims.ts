@@ -163,13 +163,22 @@ export async function pendingEndpoints(sql: Sql): Promise<{ endpoint_id: string;
     WHERE NOT e.disabled`;
 }
 
-/** Messages by state, and the age of the oldest pending one in seconds (0 when none), for /metrics. */
-export async function backlog(sql: Sql): Promise<{ pending: number; failed: number; oldestPendingSeconds: number }> {
-  const [row] = await sql<{ pending: number; failed: number; oldest: number | null }[]>`
-    SELECT count(*) FILTER (WHERE status = 'pending')::int AS pending, count(*) FILTER (WHERE status = 'failed')::int AS failed,
-      extract(epoch FROM now() - min(created_at) FILTER (WHERE status = 'pending'))::float8 AS oldest
-    FROM webhook_messages WHERE status <> 'delivered'`;
-  return { pending: row!.pending, failed: row!.failed, oldestPendingSeconds: row!.oldest ?? 0 };
+/**
+ * Messages not delivered by state, for /metrics: pending (to be attempted),
+ * held (pending at a disabled endpoint: attempted only once it is enabled
+ * again) and failed; and the age in seconds of the oldest pending one (0
+ * when none). Held messages are kept out of that age: one disabled endpoint
+ * would otherwise make it grow for ever, and an alert on it mean nothing.
+ */
+export async function backlog(sql: Sql): Promise<{ pending: number; held: number; failed: number; oldestPendingSeconds: number }> {
+  const [row] = await sql<{ pending: number; held: number; failed: number; oldest: number | null }[]>`
+    SELECT count(*) FILTER (WHERE m.status = 'pending' AND NOT e.disabled)::int AS pending,
+      count(*) FILTER (WHERE m.status = 'pending' AND e.disabled)::int AS held,
+      count(*) FILTER (WHERE m.status = 'failed')::int AS failed,
+      extract(epoch FROM now() - min(m.created_at) FILTER (WHERE m.status = 'pending' AND NOT e.disabled))::float8 AS oldest
+    FROM webhook_messages m JOIN webhook_endpoints e USING (endpoint_id)
+    WHERE m.status <> 'delivered'`;
+  return { pending: row!.pending, held: row!.held, failed: row!.failed, oldestPendingSeconds: row!.oldest ?? 0 };
 }
 
 const PRUNE_BATCH = 1000;

@@ -6,7 +6,7 @@ import type { DeliveryStats } from './dispatcher.js';
 /**
  * The delivery on /metrics: attempts by outcome (this process's), and the
  * messages not delivered by state with the oldest pending one's age (the
- * database's, one query per scrape).
+ * database's, one query per scrape; claims.ts, backlog).
  */
 export function registerDeliveryMetrics(registry: Registry, sql: Sql, stats: DeliveryStats): void {
   new Counter({
@@ -31,19 +31,20 @@ export function registerDeliveryMetrics(registry: Registry, sql: Sql, stats: Del
   };
   new Gauge({
     name: 'hds_webhook_messages', labelNames: ['state'] as const, registers: [registry],
-    help: 'Webhook messages not delivered, by state (pending: to be attempted; failed: no retry left, until recovered)',
+    help: 'Webhook messages not delivered, by state (pending: to be attempted; held: pending at a disabled endpoint; failed: no retry left, until recovered)',
     async collect() {
       const now = await read();
       this.reset();
       if (now) {
         this.set({ state: 'pending' }, now.pending);
+        this.set({ state: 'held' }, now.held);
         this.set({ state: 'failed' }, now.failed);
       }
     },
   });
   new Gauge({
     name: 'hds_webhook_oldest_pending_seconds', registers: [registry],
-    help: 'Age of the oldest pending webhook message (0: none)',
+    help: 'Age of the oldest pending webhook message of an enabled endpoint (0: none)',
     async collect() {
       const now = await read();
       if (now) this.set(now.oldestPendingSeconds);
