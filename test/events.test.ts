@@ -35,7 +35,7 @@ describe('events', () => {
   const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object, key = team.key) => callAs(app, key, method, url, payload);
   const eventsOf = async (userId: string): Promise<Recorded[]> =>
     (await sql<{ event_id: string; event_type: string; body: string }[]>`
-      SELECT event_id, event_type, body FROM events WHERE user_id = ${userId} ORDER BY created_at`)
+      SELECT event_id, event_type, body FROM events WHERE user_id = ${userId} ORDER BY created_at, event_type`)
       .map((e) => ({ event_id: e.event_id, event_type: e.event_type, body: JSON.parse(e.body) }));
   const create = async (body: object = {}) => {
     const res = await call('POST', '/v2/user/', { client_user_id: `ev-${randomUUID()}`, ...body });
