@@ -44,11 +44,11 @@ import { startAnchor } from './anchor.js';
 import { freshDatabase } from './database.js';
 import { readIds } from './dataset.js';
 import { Inbox } from './inbox.js';
-import { runLoad } from './load.js';
+import { runLoad, type LoadGenerator } from './load.js';
 import { quantile } from './timed-loop.js';
 import { runWriteAnchor, type WriteKind, type WriteTeam } from './write-anchor.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
-import { runToEnd, stopAll } from './processes.js';
+import { onPath, runToEnd, stopAll } from './processes.js';
 import { KEY_HEADER, ZONES } from './scenarios.js';
 import { startService, stopService, type Service } from './service.js';
 
@@ -111,8 +111,10 @@ function start(s: Setup, name: string): Promise<Service> {
   });
 }
 
+/** wrk where it is installed, as `npm run bench` chooses: autocannon, a Node process, takes a share of the 2 cores the service needs. */
+const generator: LoadGenerator = onPath('wrk') ? 'wrk' : 'autocannon';
 const load = (service: Service, plan: PathPlan, connections: number) =>
-  runLoad(root, workDir, 'autocannon', { url: service.baseUrl, connections, duration, warmup: 2, plan });
+  runLoad(root, workDir, generator, { url: service.baseUrl, connections, duration, warmup: 2, plan });
 
 /** `count` users created through the API, their ids one per line in a file (the patch and delete-undo pools). */
 async function pool(service: Service, s: Setup, count: number): Promise<string> {
