@@ -12,6 +12,7 @@
  * expects (with only a bound against a hang), never on a fixed time.
  */
 import assert from 'node:assert/strict';
+import dns from 'node:dns';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import pino from 'pino';
@@ -21,11 +22,11 @@ import { openDatabase, type Database } from '../src/db/database.js';
 import { backlog, recordOutcomes } from '../src/events/claims.js';
 import { Dispatcher } from '../src/events/dispatcher.js';
 import { MAX_IN_FLIGHT } from '../src/events/lane.js';
-import { Sender } from '../src/events/send.js';
+import { publicOnlyLookup, Sender } from '../src/events/send.js';
 import { buildApp } from '../src/app.js';
 import { callAs, collectingStream, teamWithKey, testConfig, until, watchForCrashes, type TestTeam } from './helpers.js';
 import { manage, managementKey, type Management } from './management-helpers.js';
-import { privateDatabase, receiver, seeded, verified, type Answer, type Delivery, type PrivateDatabase, type Receiver } from './webhook-helpers.js';
+import { nameServer, privateDatabase, receiver, seeded, verified, type Answer, type Delivery, type PrivateDatabase, type Receiver } from './webhook-helpers.js';
 
 const RETRIES = 20;
 const ENV = {
@@ -327,6 +328,30 @@ describe('webhook delivery', () => {
       await Promise.all(hanging);
     } finally {
       sender.close();
+    }
+  });
+
+  it('resolves an endpoint\'s name while another\'s name server hangs, and refuses a name of an internal address', async () => {
+    // The connection's lookup when private addresses are not allowed; no connection is made here.
+    const server = await nameServer({ 'public.example': '8.8.8.8', 'inside.example': '10.1.2.3' });
+    const servers = dns.promises.getServers();
+    dns.promises.setServers([server.address]);
+    const lookup = (name: string) => new Promise<unknown>((resolve) => {
+      publicOnlyLookup(name, { all: true }, (err: NodeJS.ErrnoException | null, addresses: unknown) => resolve(err ? err.code : addresses));
+    });
+    try {
+      const hanging = Array.from({ length: 2 * MAX_IN_FLIGHT }, () => lookup('hung.example'));
+      await until('the hung name is asked', HANG_MS, () => server.held() >= 1);
+      assert.deepEqual(await lookup('public.example'), [{ address: '8.8.8.8', family: 4 }]);
+      assert.ok(server.held() >= 1, 'answered while the other name server holds its queries');
+      assert.equal(await lookup('inside.example'), 'EINTERNALADDRESS');
+      assert.equal(await lookup('api.localhost'), 'EINTERNALADDRESS', 'the loopback, whatever DNS says');
+      await server.close();
+      // Each lookup ends: no such name now (or, had the machine been slow enough, c-ares gave up on it).
+      assert.ok((await Promise.all(hanging)).every((code) => code === 'ENOTFOUND' || code === 'ETIMEOUT'));
+    } finally {
+      await server.close();
+      dns.promises.setServers(servers);
     }
   });
 

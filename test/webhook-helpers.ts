@@ -5,6 +5,7 @@
  * the verification the upstream's users do, with `svix` and
  * `standardwebhooks`.
  */
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -113,5 +114,57 @@ export function seeded(seed: number): () => number {
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export interface NameServer {
+  /** `127.0.0.1:port`, for dns.promises.setServers. */
+  address: string;
+  /** Queries for held names not answered yet. */
+  held(): number;
+  /** Answers every held query (no such name) and closes. */
+  close(): Promise<void>;
+}
+
+/**
+ * A DNS server on the loopback (UDP): a name in `answers` gets its IPv4
+ * address (and no IPv6 one); any other name is held unanswered, as a hung
+ * name server would, until close().
+ */
+export async function nameServer(answers: Record<string, string>): Promise<NameServer> {
+  const socket = dgram.createSocket('udp4');
+  const held: { query: Buffer; end: number; rinfo: dgram.RemoteInfo }[] = [];
+  const reply = (query: Buffer, end: number, rcode: number, a?: string) => {
+    // The header (id, QR RD RA and the rcode, one question, 0 or 1 answer) and the question as asked.
+    const header = Buffer.from([query[0]!, query[1]!, 0x81, 0x80 | rcode, 0, 1, 0, a ? 1 : 0, 0, 0, 0, 0]);
+    const answer = a ? Buffer.from([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, ...a.split('.').map(Number)]) : Buffer.alloc(0);
+    return Buffer.concat([header, query.subarray(12, end), answer]);
+  };
+  socket.on('message', (query, rinfo) => {
+    const labels: string[] = [];
+    let at = 12;
+    while (query[at]! > 0) {
+      labels.push(query.subarray(at + 1, at + 1 + query[at]!).toString('latin1'));
+      at += 1 + query[at]!;
+    }
+    const end = at + 5;
+    const type = query.readUInt16BE(at + 1);
+    const name = labels.join('.').toLowerCase();
+    if (!(name in answers)) return void held.push({ query, end, rinfo });
+    socket.send(reply(query, end, 0, type === 1 ? answers[name] : undefined), rinfo.port, rinfo.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  let closed = false;
+  return {
+    address: `127.0.0.1:${socket.address().port}`,
+    held: () => held.length,
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      // NXDOMAIN for every held query, so that no lookup is left in flight.
+      await Promise.all(held.splice(0).map(({ query, end, rinfo }) =>
+        new Promise<void>((resolve) => socket.send(reply(query, end, 3), rinfo.port, rinfo.address, () => resolve()))));
+      socket.close();
+    },
   };
 }

@@ -1,4 +1,4 @@
-import { lookup as dnsLookup, type LookupAddress, type LookupAllOptions } from 'node:dns';
+import dns, { type LookupAddress, type LookupAllOptions } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
@@ -15,21 +15,45 @@ export interface SendOptions {
 
 const refused = (what: string) => Object.assign(new Error(`refused: ${what}`), { code: 'EINTERNALADDRESS' });
 
+/** RFC 6761: `localhost` and the names under it are the loopback, whatever a DNS server says. */
+const LOCALHOST = /(^|\.)localhost\.?$/i;
+
+/** The name's addresses of one family from DNS; none when it has none of that family (a missing one does not fail the other). */
+async function addressesOf(hostname: string, family: 4 | 6): Promise<LookupAddress[]> {
+  try {
+    const found = family === 4 ? await dns.promises.resolve4(hostname) : await dns.promises.resolve6(hostname);
+    return found.map((address) => ({ address, family }));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === dns.NODATA || (err as NodeJS.ErrnoException).code === dns.NOTFOUND) return [];
+    throw err;
+  }
+}
+
 /**
- * node:dns, but a name that resolves to a loopback, private, link-local or
- * otherwise internal address is refused (the rule of endpoint URLs, contract
- * section 10). Used as the connection's lookup, the address checked is the
- * address connected to: a name cannot resolve to a public address for a
- * check and to an internal one for the connection.
+ * The connection's lookup unless private addresses are allowed: a name that
+ * resolves to a loopback, private, link-local or otherwise internal address
+ * is refused (the rule of endpoint URLs, contract section 10). The address
+ * checked is the address connected to: a name cannot resolve to a public
+ * address for a check and to an internal one for the connection.
+ *
+ * Asked of DNS through c-ares (dns.resolve4/6), not the system's resolver
+ * (dns.lookup): that one blocks a thread of libuv's pool, four for the whole
+ * process, for as long as a name server takes, so an endpoint whose name
+ * server hangs would hold them all and stop every other endpoint's
+ * connections, and the process's other work on the pool. The hosts file is
+ * not read: an endpoint is a public name.
  */
-const publicOnlyLookup = ((hostname: string, options: LookupAllOptions & { all?: boolean }, callback: (...args: unknown[]) => void) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
-    if (err) return callback(err);
+export const publicOnlyLookup = ((hostname: string, options: LookupAllOptions & { all?: boolean }, callback: (...args: unknown[]) => void) => {
+  if (LOCALHOST.test(hostname)) return void process.nextTick(callback, refused(`${hostname} is the loopback`));
+  const families: (4 | 6)[] = options.family === 4 ? [4] : options.family === 6 ? [6] : [4, 6];
+  Promise.all(families.map((family) => addressesOf(hostname, family))).then((found) => {
+    const addresses = found.flat();
+    if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: dns.NOTFOUND }));
     const internal = addresses.find((a) => isInternalAddress(a.address));
     if (internal) return callback(refused(`${hostname} resolves to an internal address`));
     if (options.all) return callback(null, addresses);
     return callback(null, addresses[0]!.address, addresses[0]!.family);
-  });
+  }, (err: unknown) => callback(err));
 }) as unknown as LookupFunction;
 
 /**
