@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { mergeBuckets, percentile } from './latency.js';
 import type { LoadResult, LoadSpec } from './load-plan.js';
 import { runWrk } from './load-wrk.js';
-import { runToEnd } from './processes.js';
+import { runBenchChild } from './processes.js';
 
 export type LoadGenerator = 'wrk' | 'autocannon';
 
@@ -19,15 +17,7 @@ export async function runLoad(root: string, workDir: string, generator: LoadGene
   const run = ++runs;
   const spec: LoadSpec = { ...load, tag: `${RUN_MARK}r${run}` };
   if (generator === 'wrk') return { ...(await runWrk(workDir, spec, run)), loadAvg1AtStart };
-  const specFile = path.join(workDir, `load-spec-${process.pid}-${run}.json`);
-  fs.writeFileSync(specFile, JSON.stringify(spec));
-  try {
-    const { stdout } = await runToEnd('autocannon', process.execPath, ['--import', 'tsx', path.join(root, 'bench/load-child.ts'), specFile]);
-    const last = stdout.trim().split('\n').pop() ?? '';
-    return { ...(JSON.parse(last) as LoadResult), loadAvg1AtStart };
-  } finally {
-    fs.rmSync(specFile, { force: true });
-  }
+  return { ...(await runBenchChild<LoadResult>('autocannon', root, workDir, 'load-child.ts', spec)), loadAvg1AtStart };
 }
 
 /**

@@ -89,6 +89,23 @@ export function killAllNow(): void {
 }
 
 /** Runs a command to completion and returns its output; throws with its stderr when it fails. */
+/**
+ * Runs a bench script (`bench/<script>`, through tsx) in a process of its
+ * own with `spec` in a file, and returns the JSON of its last line of
+ * stdout: for work that must not share the harness's event loop.
+ */
+export async function runBenchChild<T>(name: string, root: string, workDir: string, script: string, spec: unknown): Promise<T> {
+  const specFile = path.join(workDir, `${name}-spec-${process.pid}-${++childSpecs}.json`);
+  fs.writeFileSync(specFile, JSON.stringify(spec));
+  try {
+    const { stdout } = await runToEnd(name, process.execPath, ['--import', 'tsx', path.join(root, 'bench', script), specFile]);
+    return JSON.parse(stdout.trim().split('\n').pop() ?? '') as T;
+  } finally {
+    fs.rmSync(specFile, { force: true });
+  }
+}
+let childSpecs = 0;
+
 export async function runToEnd(name: string, command: string, args: string[], env?: Record<string, string | undefined>): Promise<{ stdout: string; stderr: string }> {
   const child = startProcess(name, command, args, { env });
   let stdout = '';

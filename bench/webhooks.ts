@@ -40,7 +40,7 @@ import { migrate } from '../src/db/migrate.js';
 import { findOrg } from '../src/management/org.js';
 import { registerWebhook } from '../src/management/webhooks.js';
 import { createTeam } from '../src/teams/team-store.js';
-import { startAnchor } from './anchor.js';
+import type { AnchorChildSpec } from './anchor-child.js';
 import { freshDatabase } from './database.js';
 import { readIds } from './dataset.js';
 import { Inbox } from './inbox.js';
@@ -48,7 +48,7 @@ import { runLoad, type LoadGenerator } from './load.js';
 import { quantile } from './timed-loop.js';
 import { runWriteAnchor, type WriteKind, type WriteTeam } from './write-anchor.js';
 import type { LoadResult, PathPlan } from './load-plan.js';
-import { onPath, runToEnd, stopAll } from './processes.js';
+import { onPath, runBenchChild, runToEnd, stopAll } from './processes.js';
 import { KEY_HEADER, ZONES } from './scenarios.js';
 import { startService, stopService, type Service } from './service.js';
 
@@ -252,15 +252,17 @@ interface ReadsBeside { alone: number; service: { noEvents: number; withEvents: 
  */
 async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string): Promise<Record<string, ReadsBeside>> {
   const big = { [KEY_HEADER]: s.key };
-  const anchor = await startAnchor(root, workDir, s.url, s.teamId, 'driver');
+  // In a process of its own: this one receives the deliveries and paces the creates meanwhile (bench/anchor-child.ts).
+  const anchor = async (statement: AnchorChildSpec['statement']) => (await runBenchChild<LoadResult>('anchor', root, workDir, 'anchor-child.ts',
+    { root, workDir, url: s.url, statement, connections: READ_CONNECTIONS, seconds: duration } satisfies AnchorChildSpec)).requestsPerSec;
   const reads: Record<string, { plan: PathPlan; anchor: () => Promise<number> }> = {
     'get-one': {
       plan: { kind: 'random-line', prefix: '/v2/user/', file: poolFile, headers: big },
-      anchor: async () => (await anchor.run({ teamId: s.teamId, idsFile: poolFile }, READ_CONNECTIONS, duration)).requestsPerSec,
+      anchor: () => anchor({ teamId: s.teamId, idsFile: poolFile }),
     },
     'list-first': {
       plan: { kind: 'fixed', requests: [{ path: '/v2/user/?limit=100', headers: big }] },
-      anchor: async () => (await anchor.run({ teamId: s.teamId, limit: 100, offset: 0 }, READ_CONNECTIONS, duration)).requestsPerSec,
+      anchor: () => anchor({ teamId: s.teamId, limit: 100, offset: 0 }),
     },
   };
   const besideCreates = async <T>(disabled: boolean, measure: () => Promise<T>): Promise<T> => {
@@ -271,17 +273,13 @@ async function readsWhileEventsFlow(service: Service, s: Setup, poolFile: string
     return measured;
   };
   const out: Record<string, ReadsBeside> = {};
-  try {
-    for (const [id, read] of Object.entries(reads)) {
-      const served = async () => (await load(service, read.plan, READ_CONNECTIONS)).requestsPerSec;
-      out[id] = {
-        alone: await served(),
-        service: { noEvents: await besideCreates(true, served), withEvents: await besideCreates(false, served) },
-        anchor: { noEvents: await besideCreates(true, read.anchor), withEvents: await besideCreates(false, read.anchor) },
-      };
-    }
-  } finally {
-    await anchor.close();
+  for (const [id, read] of Object.entries(reads)) {
+    const served = async () => (await load(service, read.plan, READ_CONNECTIONS)).requestsPerSec;
+    out[id] = {
+      alone: await served(),
+      service: { noEvents: await besideCreates(true, served), withEvents: await besideCreates(false, served) },
+      anchor: { noEvents: await besideCreates(true, read.anchor), withEvents: await besideCreates(false, read.anchor) },
+    };
   }
   return out;
 }
