@@ -22,7 +22,7 @@ import type { Sql } from '../src/db/client.js';
 import { startMetricsServer } from '../src/http/metrics.js';
 import { teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
-const ROUNDS = 6;
+const ROUNDS = 10;
 const REQUESTS_PER_ROUND = 400;
 /** Get-ones in flight at once: enough to keep the app busy, as under production load, where any CPU a scrape takes shows. */
 const API_CLIENTS = 8;
