@@ -8,14 +8,17 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import dns from 'node:dns';
 import { after, before, describe, it } from 'node:test';
 import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
+import { publicOnlyLookup } from '../src/events/send.js';
 import { EVENT_TYPES } from '../src/management/event-types.js';
 import { endpointUrlProblem, isInternalAddress, type Lookup } from '../src/management/url-check.js';
 import { signingSecrets } from '../src/management/webhook-store.js';
 import { testApp, testSql } from './helpers.js';
 import { allPages, DATE_TIME, manage, managementKey, UUID, type Management } from './management-helpers.js';
+import { nameServer } from './webhook-helpers.js';
 
 const SECRET = /^whsec_[A-Za-z0-9+/]{32}$/;
 const PUBLIC_URL = 'https://93.184.216.34/hooks/health';
@@ -160,7 +163,7 @@ describe('Management API: webhook endpoints', () => {
       assert.equal((await call('POST', list(), { url: 'https://hooks.example.invalid/in' })).statusCode, 200);
     });
 
-    it('a name is judged by every address it resolves to now (node:dns, or the resolver given)', async () => {
+    it('a name is judged by every address it resolves to now (DNS, or the resolver given)', async () => {
       const resolver = (answers: Record<string, string[] | Error>): Lookup => async (name) => {
         const answer = answers[name];
         if (answer === undefined) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
@@ -187,6 +190,24 @@ describe('Management API: webhook endpoints', () => {
         'a lookup that never answers counts as not resolving');
       assert.equal(await endpointUrlProblem('https://internal.example/in', { allowPrivate: true, lookup }), undefined);
       assert.equal(isInternalAddress('not an address'), true);
+    });
+
+    it('a name is looked up in DNS as each delivery looks it up (the same name server, no hosts file)', async () => {
+      // Before, registration asked the system's resolver and delivery asked DNS: a name could pass one and fail the other.
+      const server = await nameServer({ 'public.example': '93.184.216.34', 'inside.example': '10.1.2.3' });
+      const servers = dns.promises.getServers();
+      dns.promises.setServers([server.address]);
+      try {
+        assert.equal((await call('POST', list(), { url: 'https://public.example/in' })).statusCode, 200);
+        assert.match(await refused('https://inside.example/in'), /inside\.example resolves to 10\.1\.2\.3/);
+        const delivery = await new Promise((resolve) => {
+          publicOnlyLookup('inside.example', { all: true }, (err: NodeJS.ErrnoException | null) => resolve(err?.code));
+        });
+        assert.equal(delivery, 'EINTERNALADDRESS', 'delivery refuses the same name');
+      } finally {
+        await server.close();
+        dns.promises.setServers(servers);
+      }
     });
 
     it('WEBHOOK_ALLOW_PRIVATE=true accepts http:// and internal addresses (local development), still no credentials', async () => {

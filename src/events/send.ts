@@ -1,8 +1,8 @@
-import dns, { type LookupAddress, type LookupAllOptions } from 'node:dns';
+import dns, { type LookupAllOptions } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { isInternalAddress } from '../management/url-check.js';
+import { dnsAddresses, isInternalAddress } from '../management/url-check.js';
 
 /** What an attempt gave: the answer's status, or none (and why: a code, never a URL, a header or a secret). */
 export type AttemptResult = { status: number; error?: undefined } | { status: null; error: string };
@@ -18,17 +18,6 @@ const refused = (what: string) => Object.assign(new Error(`refused: ${what}`), {
 /** RFC 6761: `localhost` and the names under it are the loopback, whatever a DNS server says. */
 const LOCALHOST = /(^|\.)localhost\.?$/i;
 
-/** The name's addresses of one family from DNS; none when it has none of that family (a missing one does not fail the other). */
-async function addressesOf(hostname: string, family: 4 | 6): Promise<LookupAddress[]> {
-  try {
-    const found = family === 4 ? await dns.promises.resolve4(hostname) : await dns.promises.resolve6(hostname);
-    return found.map((address) => ({ address, family }));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === dns.NODATA || (err as NodeJS.ErrnoException).code === dns.NOTFOUND) return [];
-    throw err;
-  }
-}
-
 /**
  * The connection's lookup unless private addresses are allowed: a name that
  * resolves to a loopback, private, link-local or otherwise internal address
@@ -36,18 +25,15 @@ async function addressesOf(hostname: string, family: 4 | 6): Promise<LookupAddre
  * checked is the address connected to: a name cannot resolve to a public
  * address for a check and to an internal one for the connection.
  *
- * Asked of DNS through c-ares (dns.resolve4/6), not the system's resolver
- * (dns.lookup): that one blocks a thread of libuv's pool, four for the whole
- * process, for as long as a name server takes, so an endpoint whose name
- * server hangs would hold them all and stop every other endpoint's
- * connections, and the process's other work on the pool. The hosts file is
- * not read: an endpoint is a public name.
+ * Asked of DNS as registration asks (dnsAddresses: c-ares, no hosts file),
+ * so that an endpoint whose name server hangs holds none of libuv's threads,
+ * which every other endpoint's connections and the process's other work
+ * share.
  */
 export const publicOnlyLookup = ((hostname: string, options: LookupAllOptions & { all?: boolean }, callback: (...args: unknown[]) => void) => {
   if (LOCALHOST.test(hostname)) return void process.nextTick(callback, refused(`${hostname} is the loopback`));
   const families: (4 | 6)[] = options.family === 4 ? [4] : options.family === 6 ? [6] : [4, 6];
-  Promise.all(families.map((family) => addressesOf(hostname, family))).then((found) => {
-    const addresses = found.flat();
+  dnsAddresses(hostname, families).then((addresses) => {
     if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: dns.NOTFOUND }));
     const internal = addresses.find((a) => isInternalAddress(a.address));
     if (internal) return callback(refused(`${hostname} resolves to an internal address`));

@@ -1,12 +1,33 @@
-import { promises as dns } from 'node:dns';
+import dns, { type LookupAddress } from 'node:dns';
 import { BlockList, isIP } from 'node:net';
 
 /** The addresses a host name resolves to. */
 export type Lookup = (hostname: string) => Promise<string[]>;
 
-/** node:dns, as the operating system resolves names (hosts file included: `localhost` is loopback). */
-export const systemLookup: Lookup = async (hostname) =>
-  (await dns.lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
+/**
+ * The name's addresses of these families from DNS; none of a family it has
+ * none of (a missing one does not fail the other). Asked through c-ares
+ * (dns.resolve4/6), not the system's resolver (dns.lookup), whose
+ * getaddrinfo holds one of the four threads of libuv's pool for as long as a
+ * name server takes; and not the hosts file: an endpoint is a public name.
+ * Registration and every delivery (src/events/send.ts) ask the same way, so a
+ * name accepted at one is the name the other connects to.
+ */
+export async function dnsAddresses(hostname: string, families: readonly (4 | 6)[] = [4, 6]): Promise<LookupAddress[]> {
+  const found = await Promise.all(families.map(async (family) => {
+    try {
+      const addresses = family === 4 ? await dns.promises.resolve4(hostname) : await dns.promises.resolve6(hostname);
+      return addresses.map((address) => ({ address, family }));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === dns.NODATA || (err as NodeJS.ErrnoException).code === dns.NOTFOUND) return [];
+      throw err;
+    }
+  }));
+  return found.flat();
+}
+
+/** The lookup of registration: DNS as delivery asks it (dnsAddresses). */
+export const dnsLookup: Lookup = async (hostname) => (await dnsAddresses(hostname)).map((a) => a.address);
 
 export interface UrlPolicy {
   /** WEBHOOK_ALLOW_PRIVATE: `http://` and internal addresses are accepted (local development, tests). */
@@ -118,7 +139,7 @@ export async function endpointUrlProblem(text: string, policy: UrlPolicy): Promi
   // RFC 6761: localhost and its subdomains are the loopback, whatever a resolver says.
   const name = host.replace(/\.$/, '').toLowerCase();
   if (name === 'localhost' || name.endsWith('.localhost')) return refused(name);
-  const addresses = await resolve(name, policy.lookup ?? systemLookup, policy.lookupTimeoutMs ?? 2000);
+  const addresses = await resolve(name, policy.lookup ?? dnsLookup, policy.lookupTimeoutMs ?? 2000);
   const internal = addresses.find(isInternalAddress);
   return internal === undefined ? undefined : refused(`${name} resolves to ${internal}`);
 }
