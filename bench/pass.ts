@@ -231,6 +231,9 @@ async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: strin
   if (before === undefined) throw new Error('the biggest team\'s list answers no total before the deletes');
   // Every user of the dataset is live here (the writes undid their deletes); the users create added are not in the file.
   const created = before - datasetIds.length;
+  // Both sides start with the writes before them on disk (the write scenarios' before, the deletes' after): left
+  // alone, the checkpointer and the kernel wrote the deletes' pages back during the reads after them only.
+  await flushWrites(ctx.target, ctx.say);
   for (const s of selected(ctx, beforeDeleteScenarios(ctx.dataset, ctx.keys, { users: before, idsFile: ctx.dataset.biggestIdsFile, created }))) await measure(phase, s);
   ctx.say(`deleting ${num(doomed.length)} users of the biggest team (a tenth) through the API, ${DELETE_CONNECTIONS} connections`);
   const deleted = await deleteUsers(client, doomed, DELETE_CONNECTIONS);
@@ -244,6 +247,7 @@ async function aroundDeletes(phase: Phase, client: TeamClient, datasetIds: strin
     details: { before, after, deleted: doomed.length, ...deleted },
   });
   if (after === undefined) throw new Error('the biggest team\'s list answers no total after the deletes');
+  await flushWrites(ctx.target, ctx.say);
   const gone = new Set(doomed);
   const idsFile = path.join(ctx.workDir, `live-ids-${process.pid}.txt`);
   fs.writeFileSync(idsFile, datasetIds.filter((id) => !gone.has(id)).join('\n') + '\n');
