@@ -48,8 +48,8 @@ describe('webhook delivery', () => {
   const headerValues: string[] = [];
   let crashes: ReturnType<typeof watchForCrashes>;
 
-  const newDispatcher = () => {
-    const config = testConfig({ DATABASE_URL: pg.url, ...ENV });
+  const newDispatcher = (env: Record<string, string> = {}) => {
+    const config = testConfig({ DATABASE_URL: pg.url, ...ENV, ...env });
     return new Dispatcher(sql, {
       timeoutMs: config.webhookTimeoutMs, retryScheduleMs: config.webhookRetryScheduleMs, disableAfterMs: config.webhookDisableAfterMs,
       allowPrivate: config.webhookAllowPrivate, log: pino({ level: 'info' }, log.stream),
@@ -174,6 +174,27 @@ describe('webhook delivery', () => {
     assert.equal([...s.inbox.delivered().keys()][0], failed!.id, 'the same webhook-id');
     const [delivered] = (await messages(s)).data;
     assert.deepEqual([delivered!.attempts, delivered!.last_status_code], [1, 200], 'its schedule started anew');
+  });
+
+  it('waits each retry\'s delay of WEBHOOK_RETRY_SCHEDULE from the failure before it', async () => {
+    // This file's dispatcher retries after 10 ms: one with longer delays takes its place for this test.
+    await dispatcher.stop(1000);
+    const slow = newDispatcher({ WEBHOOK_RETRY_SCHEDULE: '300ms,600ms' });
+    await slow.start();
+    try {
+      const s = await endpointFor(() => 500);
+      await createUser(s.team);
+      await until('the message fails', HANG_MS, async () => (await messages(s, '?status=failed')).data.length === 1);
+      const at = s.inbox.deliveries.map((d) => d.at);
+      assert.equal(at.length, 3, 'the first attempt and the schedule\'s two retries');
+      // Lower bounds only: a slow machine waits longer, never less.
+      assert.ok(at[1]! - at[0]! >= 300, `first retry ${at[1]! - at[0]!} ms after the attempt`);
+      assert.ok(at[2]! - at[1]! >= 600, `second retry ${at[2]! - at[1]!} ms after the first`);
+    } finally {
+      await slow.stop(1000);
+      dispatcher = newDispatcher();
+      await dispatcher.start();
+    }
   });
 
   it('a 410 disables the endpoint at once; then its team\'s events make no messages for it', async () => {
