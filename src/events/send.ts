@@ -2,7 +2,7 @@ import dns, { type LookupAllOptions } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { dnsAddresses, isInternalAddress } from '../management/url-check.js';
+import { dnsAddresses, isInternalAddress, isLoopbackName } from '../management/url-check.js';
 
 /** What an attempt gave: the answer's status, or none (and why: a code, never a URL, a header or a secret). */
 export type AttemptResult = { status: number; error?: undefined } | { status: null; error: string };
@@ -14,9 +14,6 @@ export interface SendOptions {
 }
 
 const refused = (what: string) => Object.assign(new Error(`refused: ${what}`), { code: 'EINTERNALADDRESS' });
-
-/** RFC 6761: `localhost` and the names under it are the loopback, whatever a DNS server says. */
-const LOCALHOST = /(^|\.)localhost\.?$/i;
 
 /**
  * The connection's lookup unless private addresses are allowed: a name that
@@ -31,7 +28,7 @@ const LOCALHOST = /(^|\.)localhost\.?$/i;
  * share.
  */
 export const publicOnlyLookup = ((hostname: string, options: LookupAllOptions & { all?: boolean }, callback: (...args: unknown[]) => void) => {
-  if (LOCALHOST.test(hostname)) return void process.nextTick(callback, refused(`${hostname} is the loopback`));
+  if (isLoopbackName(hostname)) return void process.nextTick(callback, refused(`${hostname} is the loopback`));
   const families: (4 | 6)[] = options.family === 4 ? [4] : options.family === 6 ? [6] : [4, 6];
   dnsAddresses(hostname, families).then((addresses) => {
     if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: dns.NOTFOUND }));

@@ -26,6 +26,11 @@ export async function dnsAddresses(hostname: string, families: readonly (4 | 6)[
   return found.flat();
 }
 
+/** RFC 6761: `localhost` and the names under it (any case, a trailing dot or not) are the loopback, whatever a DNS server says. */
+export function isLoopbackName(hostname: string): boolean {
+  return /(^|\.)localhost\.?$/i.test(hostname);
+}
+
 /** The lookup of registration: DNS as delivery asks it (dnsAddresses). */
 export const dnsLookup: Lookup = async (hostname) => (await dnsAddresses(hostname)).map((a) => a.address);
 
@@ -136,9 +141,8 @@ export async function endpointUrlProblem(text: string, policy: UrlPolicy): Promi
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const refused = (address: string) => `Value error, url must not point at a loopback, private, link-local or otherwise internal address (${address})`;
   if (isIP(host) !== 0) return isInternalAddress(host) ? refused(host) : undefined;
-  // RFC 6761: localhost and its subdomains are the loopback, whatever a resolver says.
   const name = host.replace(/\.$/, '').toLowerCase();
-  if (name === 'localhost' || name.endsWith('.localhost')) return refused(name);
+  if (isLoopbackName(name)) return refused(name);
   const addresses = await resolve(name, policy.lookup ?? dnsLookup, policy.lookupTimeoutMs ?? 2000);
   const internal = addresses.find(isInternalAddress);
   return internal === undefined ? undefined : refused(`${name} resolves to ${internal}`);
