@@ -2,6 +2,7 @@ import type { Sql } from '../db/client.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { retryingDeadlocks } from './retry.js';
 import { teamChange } from '../writes/team-state.js';
+import { teamWrite } from '../writes/team-batches.js';
 import { columnList, USER_FIELDS } from '../writes/user-columns.js';
 
 /**
@@ -10,9 +11,9 @@ import { columnList, USER_FIELDS } from '../writes/user-columns.js';
  * client_user_id free, its connections removed); undo_delete moves it back
  * within the grace period; the purge deletes it for good after it
  * (migrations/005). Delete and undo are one statement each, which ends with
- * the team's state (team-state.ts): the team's writes are serialised only
- * for as long as the statement and its commit take. The purge changes no
- * team state.
+ * the team's state (team-state.ts), and goes out with the team's other
+ * writes that arrive meanwhile (src/writes/team-batches.ts). The purge
+ * changes no team state.
  */
 
 /**
@@ -23,14 +24,13 @@ import { columnList, USER_FIELDS } from '../writes/user-columns.js';
  * ends.
  */
 export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId: string, graceMs: number): Promise<boolean> {
-  const fields = columnList(sql, USER_FIELDS);
-  const rows = await retryingDeadlocks(() => sql`
+  const rows = await retryingDeadlocks(() => teamWrite(sql, teamId, (q) => q`
     WITH moved AS (
       DELETE FROM users WHERE team_id = ${teamId} AND user_id = ${userId}
       RETURNING *
     ), kept AS (
-      INSERT INTO deleted_users (${fields}, position, doc, deleted_at, deleted_by_key)
-      SELECT ${fields}, position, doc_without_sources(doc), now(), ${keyId} FROM moved
+      INSERT INTO deleted_users (${columnList(q, USER_FIELDS)}, position, doc, deleted_at, deleted_by_key)
+      SELECT ${columnList(q, USER_FIELDS)}, position, doc_without_sources(doc), now(), ${keyId} FROM moved
     ), links AS (
       DELETE FROM user_sources us USING moved m WHERE us.user_id = m.user_id RETURNING us.created_on, us.source_id
     ), moved_events AS (
@@ -45,8 +45,8 @@ export async function deleteUser(sql: Sql, teamId: string, userId: string, keyId
         '{"user_id":"' || m.user_id || '","client_user_id":' || to_json(m.client_user_id::text)::text
           || ',"purge_after":' || to_json(now() + ${graceMs} * interval '1 millisecond')::text || '}'
       FROM moved m
-    ), ${teamChange(sql, teamId, { left: 'moved', unlinked: 'links', events: 'moved_events' })}
-    SELECT user_id FROM moved`);
+    ), ${teamChange(q, teamId, { left: 'moved', unlinked: 'links', events: 'moved_events' })}
+    SELECT user_id FROM moved`));
   return rows.length === 1;
 }
 
@@ -64,9 +64,8 @@ export type UndoResult = { restored: string } | 'none' | 'conflict';
 export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): Promise<UndoResult> {
   const userId = 'user_id' in target ? target.user_id : null;
   const clientUserId = 'client_user_id' in target ? target.client_user_id : null;
-  const fields = columnList(sql, USER_FIELDS);
   try {
-    const rows = await retryingDeadlocks(() => sql<{ user_id: string }[]>`
+    const rows = await retryingDeadlocks(() => teamWrite(sql, teamId, (q) => q<{ user_id: string }[]>`
       WITH target AS (
         SELECT user_id FROM deleted_users
         WHERE team_id = ${teamId} AND (user_id = ${userId}::uuid OR client_user_id = ${clientUserId})
@@ -75,13 +74,13 @@ export async function undoDelete(sql: Sql, teamId: string, target: UndoTarget): 
         DELETE FROM deleted_users d USING target WHERE d.user_id = target.user_id
         RETURNING d.*
       ), back AS (
-        INSERT INTO users (${fields}, position, doc)
-        SELECT ${fields}, position, doc FROM restored
+        INSERT INTO users (${columnList(q, USER_FIELDS)}, position, doc)
+        SELECT ${columnList(q, USER_FIELDS)}, position, doc FROM restored
         RETURNING user_id, position, client_user_id, doc
       ), back_events AS (
         SELECT 'user.restored' AS event_type, user_id, client_user_id, doc AS data FROM back
-      ), ${teamChange(sql, teamId, { returned: 'back', events: 'back_events' })}
-      SELECT user_id FROM back`);
+      ), ${teamChange(q, teamId, { returned: 'back', events: 'back_events' })}
+      SELECT user_id FROM back`));
     return rows.length === 1 ? { restored: rows[0]!.user_id } : 'none';
   } catch (err) {
     if (isUniqueViolation(err)) return 'conflict';

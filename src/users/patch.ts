@@ -5,6 +5,7 @@ import { isUniqueViolation } from '../db/errors.js';
 import { parseUserDocument, userDocument, type UserDocInput } from '../user-document/document.js';
 import { retryingDeadlocks } from './retry.js';
 import { teamChange } from '../writes/team-state.js';
+import { teamWrite } from '../writes/team-batches.js';
 import { parsePgTime } from '../user-document/pg-time.js';
 import { notAnObject, toValidationItems } from '../validation/items.js';
 
@@ -68,8 +69,9 @@ export type PatchResult = 'patched' | 'missing' | 'conflict' | { invalid: Valida
  * The row is read, then written only if it is still the version read (its
  * xmin), in one statement that also keeps the team's state: the team's
  * row, which every write of the team updates, is locked only for that
- * statement and its commit, not for a transaction of several round trips.
- * A row changed in between is read again.
+ * statement (and the team's other writes that go out with it:
+ * src/writes/team-batches.ts) and its commit, not for a transaction of
+ * several round trips. A row changed in between is read again.
  */
 export async function patchUser(sql: Sql, teamId: string, userId: string, patch: UserPatch): Promise<PatchResult> {
   const now = parsePgTime(new Date().toISOString())!.text;
@@ -113,7 +115,7 @@ async function writePatched(sql: Sql, teamId: string, userId: string, version: s
   const bd = user.fallback_birth_date;
   const patched = userDocument(user);
   // Times are bound as text: the driver would turn a timestamptz parameter into a JS Date and drop the microseconds.
-  const written = await retryingDeadlocks(() => sql`
+  const written = await retryingDeadlocks(() => teamWrite(sql, teamId, (q) => q`
     WITH changed AS (
       UPDATE users SET
         client_user_id = ${user.client_user_id},
@@ -127,7 +129,7 @@ async function writePatched(sql: Sql, teamId: string, userId: string, version: s
       RETURNING user_id, client_user_id, doc
     ), changed_events AS (
       SELECT 'user.updated' AS event_type, user_id, client_user_id, doc AS data FROM changed WHERE ${patched !== doc}
-    ), ${teamChange(sql, teamId, { changed: 'changed', events: 'changed_events' })}
-    SELECT 1 FROM changed`);
+    ), ${teamChange(q, teamId, { changed: 'changed', events: 'changed_events' })}
+    SELECT 1 FROM changed`));
   return written.length === 1;
 }

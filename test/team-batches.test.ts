@@ -1,0 +1,99 @@
+/**
+ * A team's single-statement writes that arrive while its previous one is
+ * being written go to PostgreSQL together, in one transaction
+ * (src/writes/team-batches.ts): the rows of a batch share its transaction
+ * id, the team's state agrees with a recount, each write gets its own
+ * answer, and one that PostgreSQL refuses fails alone while the rest of its
+ * batch is written.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Sql } from '../src/db/client.js';
+import { createUser } from '../src/users/create.js';
+import { deleteUser, undoDelete } from '../src/users/deletion.js';
+import { patchUser } from '../src/users/patch.js';
+import { recountTeams } from '../src/users/recount.js';
+import { teamWithUsers, testSql, type TeamWithUsers } from './helpers.js';
+
+const GRACE_MS = 86_400_000;
+
+describe("a team's writes in batches", () => {
+  let sql: Sql;
+  let team: TeamWithUsers;
+  const ids = () => team.users.map((u) => String(u.user_id));
+
+  /** How many transactions wrote the rows of `table` for these users. */
+  const transactions = async (table: 'users' | 'deleted_users', userIds: string[]) => {
+    const [{ n }] = await sql<[{ n: number }]>`
+      SELECT count(DISTINCT xmin::text)::int AS n FROM ${sql(table)} WHERE team_id = ${team.teamId} AND user_id = ANY(${userIds}::uuid[])`;
+    return n;
+  };
+  const assertCounted = async () => {
+    const { drifts } = await recountTeams(sql, [team.teamId]);
+    assert.deepEqual(drifts, []);
+  };
+
+  before(async () => {
+    sql = testSql();
+    team = await teamWithUsers(sql, 30);
+  });
+  after(async () => {
+    await sql.end();
+  });
+
+  it('deletes and undos that arrive together are written together, each answered, the team counted', async () => {
+    const some = ids().slice(0, 20);
+    const deleted = await Promise.all(some.map((id) => deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS)));
+    assert.deepEqual(deleted, some.map(() => true));
+    // The first went alone; the other 19 arrived during its flight and went as one transaction.
+    assert.equal(await transactions('deleted_users', some), 2);
+    await assertCounted();
+
+    const undone = await Promise.all(some.map((id) => undoDelete(sql, team.teamId, { user_id: id })));
+    assert.deepEqual(undone, some.map((id) => ({ restored: id })));
+    assert.equal(await transactions('users', some), 2);
+    await assertCounted();
+    const [{ events }] = await sql<[{ events: number }]>`
+      SELECT count(*)::int AS events FROM events
+      WHERE team_id = ${team.teamId} AND user_id = ANY(${some}::uuid[]) AND event_type IN ('user.deleted', 'user.restored')`;
+    assert.equal(events, 40, 'one event per write');
+  });
+
+  it('a write PostgreSQL refuses fails alone, and the rest of its batch is written', async () => {
+    const [first, refused, b, c] = ids().slice(20, 24) as [string, string, string, string];
+    const holder = team.users.find((u) => u.user_id === refused)!.client_user_id as string;
+    // The deleted user's client_user_id is taken again: its undo meets the unique index.
+    assert.equal(await deleteUser(sql, team.teamId, refused, team.keyId, GRACE_MS), true);
+    assert.ok((await createUser(sql, team.teamId, { client_user_id: holder })).created);
+    const answers = await Promise.all([
+      deleteUser(sql, team.teamId, first, team.keyId, GRACE_MS),
+      undoDelete(sql, team.teamId, { user_id: refused }),
+      deleteUser(sql, team.teamId, b, team.keyId, GRACE_MS),
+      deleteUser(sql, team.teamId, c, team.keyId, GRACE_MS),
+    ]);
+    assert.deepEqual(answers, [true, 'conflict', true, true]);
+    // Written again one by one after the batch was refused.
+    assert.equal(await transactions('deleted_users', [b, c]), 2);
+    const [{ n }] = await sql<[{ n: number }]>`SELECT count(*)::int AS n FROM deleted_users WHERE user_id = ${refused}`;
+    assert.equal(n, 1, 'the refused undo left its user scheduled');
+    await assertCounted();
+  });
+
+  it('two patches of one user at once are both applied', async () => {
+    const [first, twice] = ids().slice(24, 26) as [string, string];
+    const answers = await Promise.all([
+      patchUser(sql, team.teamId, first, { fallback_time_zone: 'Europe/Paris' }),
+      patchUser(sql, team.teamId, twice, { fallback_time_zone: 'Asia/Tokyo' }),
+      patchUser(sql, team.teamId, twice, { fallback_birth_date: '1990-03-04' }),
+    ]);
+    assert.deepEqual(answers, ['patched', 'patched', 'patched']);
+    const [row] = await sql<{ doc: string }[]>`SELECT doc FROM users WHERE team_id = ${team.teamId} AND user_id = ${twice}`;
+    const doc = JSON.parse(row!.doc);
+    assert.equal(doc.fallback_time_zone.id, 'Asia/Tokyo');
+    assert.equal(doc.fallback_birth_date.value, '1990-03-04');
+    const [{ events }] = await sql<[{ events: number }]>`
+      SELECT count(*)::int AS events FROM events WHERE team_id = ${team.teamId} AND user_id = ${twice} AND event_type = 'user.updated'`;
+    assert.equal(events, 2);
+    await assertCounted();
+  });
+});
