@@ -55,6 +55,15 @@ export function isDataException(err: unknown): boolean {
   return errorCode(err)?.startsWith('22') ?? false;
 }
 
+/**
+ * A statement refused by PostgreSQL for what it asked (SQLSTATE class 22,
+ * a value; 23, an integrity rule; 40, a deadlock or serialisation failure):
+ * its transaction was rolled back, unlike a connection lost during a commit.
+ */
+export function isRefusedStatement(err: unknown): boolean {
+  return /^(22|23|40)/.test(errorCode(err) ?? '');
+}
+
 /** A foreign key refused a row whose parent does not exist (SQLSTATE 23503: a key for a team deleted meanwhile, say). */
 export function isForeignKeyViolation(err: unknown): boolean {
   return errorCode(err) === '23503';

@@ -1,5 +1,6 @@
-import postgres, { type PendingQuery, type Row } from 'postgres';
+import type { PendingQuery, Row } from 'postgres';
 import type { Queryable, Sql } from '../db/client.js';
+import { isRefusedStatement } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
 import { onePerPool } from '../db/pending-batch.js';
 
@@ -31,11 +32,11 @@ export async function teamWrite<T extends Row>(sql: Sql, teamId: string, stateme
 }
 
 /**
- * A batch in one transaction. When PostgreSQL refuses any of it (one
- * statement's conflict or deadlock fails them all), nothing was written,
- * and each runs again alone to get its own answer. A failure PostgreSQL did
- * not answer (the connection lost) is everyone's: the commit may have been
- * done, and run again a write could be done twice.
+ * A batch in one transaction. When a statement of it is refused (one
+ * write's conflict or deadlock fails them all), nothing was written, and
+ * each runs again alone to get its own answer. Any other failure (the
+ * connection lost, the server shutting down) is everyone's: the commit may
+ * have been done, and run again a write could be done twice.
  */
 async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settled[]> {
   if (statements.length > 1) {
@@ -43,7 +44,7 @@ async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settl
       const results = (await sql.begin((tx) => statements.map((statement) => statement(tx)))) as Row[][];
       return results.map((rows) => ({ rows }));
     } catch (err) {
-      if (!(err instanceof postgres.PostgresError)) throw err;
+      if (!isRefusedStatement(err)) throw err;
     }
   }
   const settled: Settled[] = [];
