@@ -64,6 +64,13 @@ export function isRefusedStatement(err: unknown): boolean {
   return /^(22|23|40)/.test(errorCode(err) ?? '');
 }
 
+const CLOSED_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE']);
+
+/** The query's connection closed under it (the driver's codes for a socket gone, or reset). */
+export function isConnectionClosed(err: unknown): boolean {
+  return CLOSED_CODES.has(errorCode(err) ?? '');
+}
+
 /** A foreign key refused a row whose parent does not exist (SQLSTATE 23503: a key for a team deleted meanwhile, say). */
 export function isForeignKeyViolation(err: unknown): boolean {
   return errorCode(err) === '23503';

@@ -1,6 +1,6 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Queryable, Sql } from '../db/client.js';
-import { isRefusedStatement } from '../db/errors.js';
+import { isConnectionClosed, isRefusedStatement } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
 import { onePerPool } from '../db/pending-batch.js';
 
@@ -41,7 +41,7 @@ export async function teamWrite<T extends Row>(sql: Sql, teamId: string, stateme
 async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settled[]> {
   if (statements.length > 1) {
     try {
-      const results = (await sql.begin((tx) => statements.map((statement) => statement(tx)))) as Row[][];
+      const results = (await sql.begin((tx) => together(statements.map((statement) => statement(tx))))) as Row[][];
       return results.map((rows) => ({ rows }));
     } catch (err) {
       if (!isRefusedStatement(err)) throw err;
@@ -56,4 +56,22 @@ async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settl
     }
   }
   return settled;
+}
+
+/**
+ * The pipelined statements' rows; their first failure once all are done.
+ * Except when the connection closed under them: then this never settles,
+ * and `begin` fails with the connection alone. postgres.js 3.4.9 would
+ * otherwise write its ROLLBACK to the closed socket from a timer, an
+ * uncaught TypeError that ends the process (porsager/postgres#1208);
+ * test/team-batches.test.ts kills a batch's backend to guard this.
+ */
+function together(queries: PendingQuery<Row[]>[]): Promise<Row[][]> {
+  return new Promise((resolve, reject) => {
+    void Promise.allSettled(queries).then((settled) => {
+      const failed = settled.find((s) => s.status === 'rejected');
+      if (!failed) resolve(settled.map((s) => (s as PromiseFulfilledResult<Row[]>).value));
+      else if (!settled.some((s) => s.status === 'rejected' && isConnectionClosed(s.reason))) reject(failed.reason);
+    });
+  });
 }
