@@ -4,9 +4,12 @@
  */
 export const DATABASE_FROZEN = 'DATABASE_FROZEN';
 
+/** The driver's and Node's codes for a connection's socket gone, or reset, under its query. */
+const CLOSED_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE']);
+
 const CONNECTION_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND',
-  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  ...CLOSED_CODES,
+  'ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'CONNECT_TIMEOUT',
   DATABASE_FROZEN,
 ]);
 
@@ -64,9 +67,7 @@ export function isRefusedStatement(err: unknown): boolean {
   return /^(22|23|40)/.test(errorCode(err) ?? '');
 }
 
-const CLOSED_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'CONNECTION_ENDED', 'ECONNRESET', 'EPIPE']);
-
-/** The query's connection closed under it (the driver's codes for a socket gone, or reset). */
+/** The query's connection closed under it (CLOSED_CODES). */
 export function isConnectionClosed(err: unknown): boolean {
   return CLOSED_CODES.has(errorCode(err) ?? '');
 }
