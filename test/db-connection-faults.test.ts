@@ -10,9 +10,11 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import type { TransactionSql } from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
-import { checkDriverInternals } from '../src/db/freeze-guard.js';
-import { databaseUrl, testSql, watchForCrashes } from './helpers.js';
+import { randomUUID } from 'node:crypto';
+import { checkDriverInternals, FreezeGuard } from '../src/db/freeze-guard.js';
+import { databaseUrl, testSql, until, watchForCrashes } from './helpers.js';
 
 /** Two turns of the event loop: an unhandled rejection is reported once the microtasks after it have run. */
 const turns = async () => {
@@ -93,6 +95,56 @@ describe('array parameters and columns', () => {
       texts: ['x y', 'q"t', 'NULL', null], bounded: [5, 6], empty: [], docs: [{ a: 1 }],
     });
   });
+});
+
+describe('a transaction whose connection is lost', () => {
+  let pool: Sql;
+  let guard: FreezeGuard;
+  let killer: Sql;
+
+  before(() => {
+    pool = testSql();
+    guard = new FreezeGuard(pool, databaseUrl());
+    killer = testSql();
+  });
+  after(async () => {
+    await guard.close();
+    // postgres.js 3.4.9 keeps a killed connection's last statement as in flight: end() would wait for it for ever.
+    await pool.end({ timeout: 1 });
+    await killer.end();
+  });
+
+  /** Runs `body` in a transaction of the guarded pool, its backend killed while it waits in `pg_sleep`; how begin ended. */
+  const killedUnder = async (body: (tx: TransactionSql, sleep: () => Promise<unknown>) => Promise<unknown>) => {
+    const marker = `sleep-${randomUUID()}`;
+    const outcome = guard.sql.begin((tx) => body(tx, () => tx.unsafe(`SELECT pg_sleep(30) AS "${marker}"`)))
+      .then((value) => ({ value }), (err: { code?: string }) => ({ failed: err.code }));
+    const pid = await until('the transaction sleeping', 10_000, async () => {
+      const [row] = await killer<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE query LIKE ${`%${marker}%`} AND pid <> pg_backend_pid()`;
+      return row?.pid;
+    });
+    await killer`SELECT pg_terminate_backend(${pid}::int)`;
+    return outcome;
+  };
+
+  for (const [what, body] of [
+    ['fails, and writes no ROLLBACK to the closed socket', async (_tx, sleep) => sleep()],
+    ['fails even when its callback catches the error and returns: no COMMIT is written', async (_tx, sleep) => sleep().catch(() => 'caught')],
+    ['refuses a statement made after the loss, which is never sent', async (tx, sleep) => {
+      await sleep().catch(() => undefined);
+      return tx`SELECT 1`;
+    }],
+    ['fails when the loss comes inside a savepoint', async (tx, sleep) => tx.savepoint(() => sleep())],
+  ] as [string, (tx: TransactionSql, sleep: () => Promise<unknown>) => Promise<unknown>][]) {
+    it(`${what}; the process lives on`, async () => {
+      const crashes = watchForCrashes();
+      const outcome = await killedUnder(body);
+      assert.ok('failed' in outcome && /^CONNECTION_/.test(String(outcome.failed)), JSON.stringify(outcome));
+      await turns();
+      crashes.assertNone();
+      assert.deepEqual([...await guard.sql`SELECT 1 AS one`], [{ one: 1 }], 'the pool goes on');
+    });
+  }
 });
 
 describe('the freeze guard\'s footing', () => {

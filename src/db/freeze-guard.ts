@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import postgres from 'postgres';
 import type { Sql } from './client.js';
-import { DATABASE_FROZEN } from './errors.js';
+import { DATABASE_FROZEN, isConnectionClosed } from './errors.js';
 import { stalledMs } from '../loop-clock.js';
 import { closeProbe, databaseName, openProbe } from './probe.js';
 
@@ -38,6 +38,15 @@ import { closeProbe, databaseName, openProbe } from './probe.js';
  * rolls back then (its statements fail, so its ROLLBACK is the next thing it
  * sends). As with any timeout, a statement already sent may still take effect
  * when the server resumes: a 503 says the outcome is unknown.
+ *
+ * The same gate keeps a transaction whose connection closes (a backend
+ * killed, a server restarted) from writing to the closed socket, which in
+ * postgres.js 3.4.9 is an uncaught TypeError from a timer that ends the
+ * process (porsager/postgres#1208): from the first closed-connection error
+ * on, its statements are refused and its callback never settles, so the
+ * driver sends neither ROLLBACK nor COMMIT, and `begin` fails with the
+ * connection's error alone. test/db-connection-faults.test.ts kills a
+ * transaction's backend to guard this.
  */
 
 /**
@@ -138,6 +147,19 @@ export function checkDriverInternals(pool: Sql): void {
 
 type AnyFunction = (...args: unknown[]) => unknown;
 
+/**
+ * Why a query of a transaction is refused before it is sent, if it is
+ * (undefined: sent); told when the transaction's connection closes.
+ */
+interface Refusal {
+  (): unknown;
+  connectionClosed(err: unknown): void;
+  closed(): boolean;
+}
+
+/** The pool's own queries: never refused here (a frozen database refuses them before this is asked). */
+const POOL_REFUSAL: Refusal = Object.assign(() => undefined, { connectionClosed: () => {}, closed: () => false });
+
 const now = () => performance.now();
 
 
@@ -182,7 +204,7 @@ export class FreezeGuard {
     this.frozenAfterMs = options.frozenAfterMs ?? 1000;
     this.probePatienceMs = Math.max(PROBE_PATIENCE_MS, this.frozenAfterMs);
     this.applicationName = options.applicationName ?? 'hds-health';
-    this.sql = this.gate(pool, () => false);
+    this.sql = this.gate(pool);
     this.timer = setInterval(() => {
       if (!this.probing) void this.check();
     }, this.checkIntervalMs);
@@ -212,7 +234,7 @@ export class FreezeGuard {
    * `target` (the pool, or a transaction's sql) as it is, except that every
    * query it makes goes through dispatch() and `begin` through begin().
    */
-  private gate(target: Sql, abandoned: () => boolean): Sql {
+  private gate(target: Sql, refusal: Refusal = POOL_REFUSAL): Sql {
     // Every query of one pool or transaction has the same handler: its wrapper is made once, not per query.
     let send: DriverQuery['handler'] | undefined;
     let wrapped: DriverQuery['handler'] | undefined;
@@ -221,7 +243,7 @@ export class FreezeGuard {
       if (query.handler !== send || !wrapped) {
         const original = query.handler;
         send = original;
-        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, abandoned), { debug: original.debug });
+        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, refusal), { debug: original.debug });
       }
       // The query calls its handler once, when first awaited: that is when it would reach the pool.
       query.handler = wrapped;
@@ -238,15 +260,22 @@ export class FreezeGuard {
         if (typeof value !== 'function') return value;
         if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => watch((value as AnyFunction).apply(obj, args));
         if (prop === 'begin') return (...args: unknown[]) => this.begin(value as AnyFunction, obj, args);
+        if (prop === 'savepoint') return (...args: unknown[]) => this.savepoint(value as AnyFunction, obj, args, refusal);
         return value;
       },
     });
   }
 
-  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, abandoned: () => boolean): void {
-    if (this.frozen || abandoned()) {
+  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, refusal: Refusal): void {
+    if (this.frozen) {
       this.refused++;
       query.reject(this.error);
+      return;
+    }
+    const refused = refusal();
+    if (refused) {
+      if (refused === this.error) this.refused++;
+      query.reject(refused);
       return;
     }
     const { resolve, reject } = query;
@@ -261,6 +290,7 @@ export class FreezeGuard {
       this.unanswered.delete(query);
       // An error from PostgreSQL is an answer; a connection error is not.
       if (err instanceof postgres.PostgresError) this.answered();
+      else if (isConnectionClosed(err)) refusal.connectionClosed(err);
       reject(err);
     };
     this.inFlight.set(query, reject);
@@ -271,7 +301,10 @@ export class FreezeGuard {
    * A transaction: refused at once while frozen; abandoned (its caller's
    * promise rejected) when the database is marked frozen while it runs. Its
    * statements then fail as they are made, so that it rolls back when the
-   * server answers again instead of going on.
+   * server answers again instead of going on. Once its connection has
+   * closed, or once it is over, its statements are refused too; and a
+   * callback that ends after its connection closed is never settled (see
+   * the top of this file).
    */
   private begin(begin: AnyFunction, pool: Sql, args: unknown[]): Promise<unknown> {
     if (this.frozen) {
@@ -282,6 +315,8 @@ export class FreezeGuard {
     const mode = args.slice(0, -1);
     return new Promise((resolve, reject) => {
       let abandoned = false;
+      let over = false;
+      let closedBy: unknown;
       const token = {};
       const abandon = () => {
         abandoned = true;
@@ -289,17 +324,48 @@ export class FreezeGuard {
         reject(this.error);
       };
       this.transactions.add(abandon);
+      const refusal: Refusal = Object.assign(
+        () => (abandoned ? this.error : closedBy ?? (over ? new Error('a statement of a transaction that is over') : undefined)),
+        { connectionClosed: (err: unknown) => { closedBy ??= err; }, closed: () => closedBy !== undefined },
+      );
       const body = (tx: Sql) => {
         if (abandoned) throw this.error;
-        return fn(this.gate(tx, () => abandoned));
+        return this.settledUnlessClosed(fn, tx, refusal);
       };
       (begin.apply(pool, [...mode, body]) as Promise<unknown>)
         .then(resolve, reject)
         .finally(() => {
+          over = true;
           this.transactions.delete(abandon);
           this.unanswered.delete(token);
         });
     });
+  }
+
+  /** A savepoint of a transaction: its statements gated as the transaction's. */
+  private savepoint(savepoint: AnyFunction, tx: Sql, args: unknown[], refusal: Refusal): Promise<unknown> {
+    const fn = args[args.length - 1];
+    if (typeof fn !== 'function') return savepoint.apply(tx, args) as Promise<unknown>;
+    const body = (sp: Sql) => this.settledUnlessClosed(fn as (sp: Sql) => unknown, sp, refusal);
+    return savepoint.apply(tx, [...args.slice(0, -1), body]) as Promise<unknown>;
+  }
+
+  /**
+   * `fn` run on the gated `tx` (a transaction's or a savepoint's), settled
+   * as it settles unless the connection closed meanwhile: then never, so
+   * that the driver writes nothing more to it.
+   */
+  private async settledUnlessClosed(fn: (tx: Sql) => unknown, tx: Sql, refusal: Refusal): Promise<unknown> {
+    try {
+      const result = fn(this.gate(tx, refusal));
+      return await (Array.isArray(result) ? Promise.all(result) : result);
+    } catch (err) {
+      if (isConnectionClosed(err)) refusal.connectionClosed(err);
+      throw err;
+    } finally {
+      // A promise of its own, not a shared one: nothing keeps this call alive once it waits on it.
+      if (refusal.closed()) await new Promise<never>(() => {});
+    }
   }
 
   private freeze(reason: string): void {

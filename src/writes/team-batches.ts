@@ -1,6 +1,6 @@
 import type { PendingQuery, Row } from 'postgres';
 import type { Queryable, Sql } from '../db/client.js';
-import { isConnectionClosed, isRefusedStatement } from '../db/errors.js';
+import { isRefusedStatement } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
 import { onePerPool } from '../db/pending-batch.js';
 
@@ -58,20 +58,10 @@ async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settl
   return settled;
 }
 
-/**
- * The pipelined statements' rows; their first failure once all are done.
- * Except when the connection closed under them: then this never settles,
- * and `begin` fails with the connection alone. postgres.js 3.4.9 would
- * otherwise write its ROLLBACK to the closed socket from a timer, an
- * uncaught TypeError that ends the process (porsager/postgres#1208);
- * test/team-batches.test.ts kills a batch's backend to guard this.
- */
-function together(queries: PendingQuery<Row[]>[]): Promise<Row[][]> {
-  return new Promise((resolve, reject) => {
-    void Promise.allSettled(queries).then((settled) => {
-      const failed = settled.find((s) => s.status === 'rejected');
-      if (!failed) resolve(settled.map((s) => (s as PromiseFulfilledResult<Row[]>).value));
-      else if (!settled.some((s) => s.status === 'rejected' && isConnectionClosed(s.reason))) reject(failed.reason);
-    });
-  });
+/** The pipelined statements' rows; their first failure once all are done, so that none is still running when the batch is rolled back. */
+async function together(queries: PendingQuery<Row[]>[]): Promise<Row[][]> {
+  const settled = await Promise.allSettled(queries);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<Row[]>).value);
 }
