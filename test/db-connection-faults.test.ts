@@ -127,6 +127,25 @@ describe('a transaction whose connection is lost', () => {
     return outcome;
   };
 
+  it('refuses a statement made after a loss that came while none was out; the process lives on', async () => {
+    const crashes = watchForCrashes();
+    let resume!: () => void;
+    const resumed = new Promise<void>((r) => { resume = r; });
+    let pid!: (pid: number) => void;
+    const backend = new Promise<number>((r) => { pid = r; });
+    const outcome = guard.sql.begin(async (tx) => {
+      pid((await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`)[0].pid);
+      await resumed; // the connection is killed meanwhile, with nothing of this transaction out on it
+      return tx`SELECT 1`;
+    }).then((value) => ({ value }), (err: { code?: string }) => ({ failed: err.code }));
+    await killer`SELECT pg_terminate_backend(${await backend}::int)`;
+    const ended = await outcome;
+    assert.ok('failed' in ended && /^CONNECTION_/.test(String(ended.failed)), JSON.stringify(ended));
+    resume();
+    await turns();
+    crashes.assertNone();
+  });
+
   for (const [what, body] of [
     ['fails, and writes no ROLLBACK to the closed socket', async (_tx, sleep) => sleep()],
     ['fails even when its callback catches the error and returns: no COMMIT is written', async (_tx, sleep) => sleep().catch(() => 'caught')],

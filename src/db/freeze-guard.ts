@@ -333,7 +333,11 @@ export class FreezeGuard {
         return this.settledUnlessClosed(fn, tx, refusal);
       };
       (begin.apply(pool, [...mode, body]) as Promise<unknown>)
-        .then(resolve, reject)
+        .then(resolve, (err: unknown) => {
+          // The connection closed while no statement of it was out: the callback's next one must not be sent either.
+          if (isConnectionClosed(err)) refusal.connectionClosed(err);
+          reject(err);
+        })
         .finally(() => {
           over = true;
           this.transactions.delete(abandon);
