@@ -4,15 +4,17 @@
  * it and nothing else (postgres.js's own fetch of the array types, which
  * this setup replaces, left such a failure unhandled: a crash); and the
  * array types it knows without that fetch read and write every kind of
- * array the service uses (src/db/array-types.ts). The freeze guard refuses
- * a driver without the internals it relies on.
+ * array the service uses (src/db/array-types.ts). A transaction whose
+ * backend is killed fails alone and writes nothing more to the closed
+ * socket (the freeze guard's gate, src/db/freeze-guard.ts). The freeze
+ * guard refuses a driver without the internals it relies on.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { TransactionSql } from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
-import { randomUUID } from 'node:crypto';
 import { checkDriverInternals, FreezeGuard } from '../src/db/freeze-guard.js';
 import { databaseUrl, testSql, until, watchForCrashes } from './helpers.js';
 
