@@ -15,8 +15,8 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { TransactionSql } from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
-import { checkDriverInternals, FreezeGuard } from '../src/db/freeze-guard.js';
-import { databaseUrl, testSql, until, watchForCrashes } from './helpers.js';
+import { checkDriverInternals } from '../src/db/freeze-guard.js';
+import { databaseUrl, guardedTestSql, testSql, until, watchForCrashes } from './helpers.js';
 
 /** Two turns of the event loop: an unhandled rejection is reported once the microtasks after it have run. */
 const turns = async () => {
@@ -100,27 +100,28 @@ describe('array parameters and columns', () => {
 });
 
 describe('a transaction whose connection is lost', () => {
-  let pool: Sql;
-  let guard: FreezeGuard;
+  let pool: ReturnType<typeof guardedTestSql>;
   let killer: Sql;
 
   before(() => {
-    pool = testSql();
-    guard = new FreezeGuard(pool, databaseUrl());
+    pool = guardedTestSql();
     killer = testSql();
   });
   after(async () => {
-    await guard.close();
-    // postgres.js 3.4.9 keeps a killed connection's last statement as in flight: end() would wait for it for ever.
-    await pool.end({ timeout: 1 });
+    await pool.end();
     await killer.end();
   });
+
+  /** How a transaction ended: its value, or its error's code. */
+  const outcomeOf = (transaction: Promise<unknown>) =>
+    transaction.then((value) => ({ value }), (err: { code?: string }) => ({ failed: err.code }));
+  const assertFailedOnTheConnection = (outcome: { value: unknown } | { failed?: string }) =>
+    assert.ok('failed' in outcome && /^CONNECTION_/.test(String(outcome.failed)), JSON.stringify(outcome));
 
   /** Runs `body` in a transaction of the guarded pool, its backend killed while it waits in `pg_sleep`; how begin ended. */
   const killedUnder = async (body: (tx: TransactionSql, sleep: () => Promise<unknown>) => Promise<unknown>) => {
     const marker = `sleep-${randomUUID()}`;
-    const outcome = guard.sql.begin((tx) => body(tx, () => tx.unsafe(`SELECT pg_sleep(30) AS "${marker}"`)))
-      .then((value) => ({ value }), (err: { code?: string }) => ({ failed: err.code }));
+    const outcome = outcomeOf(pool.sql.begin((tx) => body(tx, () => tx.unsafe(`SELECT pg_sleep(30) AS "${marker}"`))));
     const pid = await until('the transaction sleeping', 10_000, async () => {
       const [row] = await killer<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE query LIKE ${`%${marker}%`} AND pid <> pg_backend_pid()`;
       return row?.pid;
@@ -135,14 +136,13 @@ describe('a transaction whose connection is lost', () => {
     const resumed = new Promise<void>((r) => { resume = r; });
     let pid!: (pid: number) => void;
     const backend = new Promise<number>((r) => { pid = r; });
-    const outcome = guard.sql.begin(async (tx) => {
+    const outcome = outcomeOf(pool.sql.begin(async (tx) => {
       pid((await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`)[0].pid);
       await resumed; // the connection is killed meanwhile, with nothing of this transaction out on it
       return tx`SELECT 1`;
-    }).then((value) => ({ value }), (err: { code?: string }) => ({ failed: err.code }));
+    }));
     await killer`SELECT pg_terminate_backend(${await backend}::int)`;
-    const ended = await outcome;
-    assert.ok('failed' in ended && /^CONNECTION_/.test(String(ended.failed)), JSON.stringify(ended));
+    assertFailedOnTheConnection(await outcome);
     resume();
     await turns();
     crashes.assertNone();
@@ -159,11 +159,10 @@ describe('a transaction whose connection is lost', () => {
   ] as [string, (tx: TransactionSql, sleep: () => Promise<unknown>) => Promise<unknown>][]) {
     it(`${what}; the process lives on`, async () => {
       const crashes = watchForCrashes();
-      const outcome = await killedUnder(body);
-      assert.ok('failed' in outcome && /^CONNECTION_/.test(String(outcome.failed)), JSON.stringify(outcome));
+      assertFailedOnTheConnection(await killedUnder(body));
       await turns();
       crashes.assertNone();
-      assert.deepEqual([...await guard.sql`SELECT 1 AS one`], [{ one: 1 }], 'the pool goes on');
+      assert.deepEqual([...await pool.sql`SELECT 1 AS one`], [{ one: 1 }], 'the pool goes on');
     });
   }
 });

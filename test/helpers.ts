@@ -9,6 +9,7 @@ import pino from 'pino';
 import { buildApp, type App } from '../src/app.js';
 import { loadConfig, type Config } from '../src/config.js';
 import { connect, type Sql } from '../src/db/client.js';
+import { FreezeGuard } from '../src/db/freeze-guard.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { createTeam } from '../src/teams/team-store.js';
 import { ImportError, importUsers } from '../src/import/import.js';
@@ -25,6 +26,24 @@ export function databaseUrl(): string {
 /** A pool for one test file; end it in after(). */
 export function testSql(): Sql {
   return connect(databaseUrl(), { max: 5 });
+}
+
+/**
+ * A pool for one test file behind the freeze guard, as the service's is (a
+ * transaction whose connection is lost then fails alone instead of ending
+ * the process); `end` it in after().
+ */
+export function guardedTestSql(): { sql: Sql; end(): Promise<void> } {
+  const pool = testSql();
+  const guard = new FreezeGuard(pool, databaseUrl());
+  return {
+    sql: guard.sql,
+    async end() {
+      await guard.close();
+      // postgres.js 3.4.9 keeps a killed connection's last statement as in flight: end() would wait for it for ever.
+      await pool.end({ timeout: 1 });
+    },
+  };
 }
 
 /** Rate limits out of reach. Every test app has them unless it sets its own: only rate-limit tests should meet a 429. */

@@ -14,8 +14,7 @@ import { deleteUser, undoDelete } from '../src/users/deletion.js';
 import { patchUser } from '../src/users/patch.js';
 import { recountTeams } from '../src/users/recount.js';
 import { errorCode } from '../src/db/errors.js';
-import { FreezeGuard } from '../src/db/freeze-guard.js';
-import { databaseUrl, teamWithUsers, testSql, until, type TeamWithUsers } from './helpers.js';
+import { guardedTestSql, teamWithUsers, testSql, until, type TeamWithUsers } from './helpers.js';
 
 const GRACE_MS = 86_400_000;
 
@@ -35,20 +34,16 @@ describe("a team's writes in batches", () => {
     assert.deepEqual(drifts, []);
   };
 
-  // The service's pool: behind the freeze guard, which keeps a transaction whose connection is lost from crashing the process.
-  let pool: Sql;
-  let guard: FreezeGuard;
+  let pool: ReturnType<typeof guardedTestSql>;
 
   before(async () => {
-    pool = testSql();
-    guard = new FreezeGuard(pool, databaseUrl());
-    sql = guard.sql;
+    // The service's pool: one test kills a batch's connection.
+    pool = guardedTestSql();
+    sql = pool.sql;
     team = await teamWithUsers(sql, 30);
   });
   after(async () => {
-    await guard.close();
-    // postgres.js 3.4.9 keeps the killed connection's last statement as in flight: end() would wait for it for ever.
-    await pool.end({ timeout: 5 });
+    await pool.end();
   });
 
   it('deletes and undos that arrive together are written together, each answered, the team counted', async () => {

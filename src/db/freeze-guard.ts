@@ -147,18 +147,20 @@ export function checkDriverInternals(pool: Sql): void {
 
 type AnyFunction = (...args: unknown[]) => unknown;
 
-/**
- * Why a query of a transaction is refused before it is sent, if it is
- * (undefined: sent); told when the transaction's connection closes.
- */
-interface Refusal {
-  (): unknown;
-  connectionClosed(err: unknown): void;
-  closed(): boolean;
+/** A transaction under way, as its statements are gated: each is refused once any of these is set. */
+interface TransactionState {
+  /** Failed at once when the database was marked frozen. */
+  abandoned: boolean;
+  /** Its `begin` has settled. */
+  over: boolean;
+  /** The first closed-connection error it met. */
+  closedBy?: unknown;
 }
 
-/** The pool's own queries: never refused here (a frozen database refuses them before this is asked). */
-const POOL_REFUSAL: Refusal = Object.assign(() => undefined, { connectionClosed: () => {}, closed: () => false });
+/** Notes a closed-connection error of the transaction's (the first one is kept). */
+function noteClosed(state: TransactionState, err: unknown): void {
+  if (state.closedBy === undefined && isConnectionClosed(err)) state.closedBy = err;
+}
 
 const now = () => performance.now();
 
@@ -234,7 +236,7 @@ export class FreezeGuard {
    * `target` (the pool, or a transaction's sql) as it is, except that every
    * query it makes goes through dispatch() and `begin` through begin().
    */
-  private gate(target: Sql, refusal: Refusal = POOL_REFUSAL): Sql {
+  private gate(target: Sql, transaction?: TransactionState): Sql {
     // Every query of one pool or transaction has the same handler: its wrapper is made once, not per query.
     let send: DriverQuery['handler'] | undefined;
     let wrapped: DriverQuery['handler'] | undefined;
@@ -243,7 +245,7 @@ export class FreezeGuard {
       if (query.handler !== send || !wrapped) {
         const original = query.handler;
         send = original;
-        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, refusal), { debug: original.debug });
+        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, transaction), { debug: original.debug });
       }
       // The query calls its handler once, when first awaited: that is when it would reach the pool.
       query.handler = wrapped;
@@ -260,22 +262,20 @@ export class FreezeGuard {
         if (typeof value !== 'function') return value;
         if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => watch((value as AnyFunction).apply(obj, args));
         if (prop === 'begin') return (...args: unknown[]) => this.begin(value as AnyFunction, obj, args);
-        if (prop === 'savepoint') return (...args: unknown[]) => this.savepoint(value as AnyFunction, obj, args, refusal);
+        if (prop === 'savepoint' && transaction) return (...args: unknown[]) => this.savepoint(value as AnyFunction, obj, args, transaction);
         return value;
       },
     });
   }
 
-  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, refusal: Refusal): void {
-    if (this.frozen) {
+  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, transaction: TransactionState | undefined): void {
+    if (this.frozen || transaction?.abandoned) {
       this.refused++;
       query.reject(this.error);
       return;
     }
-    const refused = refusal();
-    if (refused) {
-      if (refused === this.error) this.refused++;
-      query.reject(refused);
+    if (transaction && (transaction.closedBy !== undefined || transaction.over)) {
+      query.reject(transaction.closedBy ?? new Error('a statement of a transaction that is over'));
       return;
     }
     const { resolve, reject } = query;
@@ -290,7 +290,7 @@ export class FreezeGuard {
       this.unanswered.delete(query);
       // An error from PostgreSQL is an answer; a connection error is not.
       if (err instanceof postgres.PostgresError) this.answered();
-      else if (isConnectionClosed(err)) refusal.connectionClosed(err);
+      else if (transaction) noteClosed(transaction, err);
       reject(err);
     };
     this.inFlight.set(query, reject);
@@ -314,32 +314,26 @@ export class FreezeGuard {
     const fn = args[args.length - 1] as (tx: Sql) => unknown;
     const mode = args.slice(0, -1);
     return new Promise((resolve, reject) => {
-      let abandoned = false;
-      let over = false;
-      let closedBy: unknown;
+      const state: TransactionState = { abandoned: false, over: false };
       const token = {};
       const abandon = () => {
-        abandoned = true;
+        state.abandoned = true;
         this.unanswered.add(token);
         reject(this.error);
       };
       this.transactions.add(abandon);
-      const refusal: Refusal = Object.assign(
-        () => (abandoned ? this.error : closedBy ?? (over ? new Error('a statement of a transaction that is over') : undefined)),
-        { connectionClosed: (err: unknown) => { closedBy ??= err; }, closed: () => closedBy !== undefined },
-      );
       const body = (tx: Sql) => {
-        if (abandoned) throw this.error;
-        return this.settledUnlessClosed(fn, tx, refusal);
+        if (state.abandoned) throw this.error;
+        return this.settledUnlessClosed(fn, tx, state);
       };
       (begin.apply(pool, [...mode, body]) as Promise<unknown>)
         .then(resolve, (err: unknown) => {
           // The connection closed while no statement of it was out: the callback's next one must not be sent either.
-          if (isConnectionClosed(err)) refusal.connectionClosed(err);
+          noteClosed(state, err);
           reject(err);
         })
         .finally(() => {
-          over = true;
+          state.over = true;
           this.transactions.delete(abandon);
           this.unanswered.delete(token);
         });
@@ -347,10 +341,10 @@ export class FreezeGuard {
   }
 
   /** A savepoint of a transaction: its statements gated as the transaction's. */
-  private savepoint(savepoint: AnyFunction, tx: Sql, args: unknown[], refusal: Refusal): Promise<unknown> {
+  private savepoint(savepoint: AnyFunction, tx: Sql, args: unknown[], transaction: TransactionState): Promise<unknown> {
     const fn = args[args.length - 1];
     if (typeof fn !== 'function') return savepoint.apply(tx, args) as Promise<unknown>;
-    const body = (sp: Sql) => this.settledUnlessClosed(fn as (sp: Sql) => unknown, sp, refusal);
+    const body = (sp: Sql) => this.settledUnlessClosed(fn as (sp: Sql) => unknown, sp, transaction);
     return savepoint.apply(tx, [...args.slice(0, -1), body]) as Promise<unknown>;
   }
 
@@ -359,16 +353,17 @@ export class FreezeGuard {
    * as it settles unless the connection closed meanwhile: then never, so
    * that the driver writes nothing more to it.
    */
-  private async settledUnlessClosed(fn: (tx: Sql) => unknown, tx: Sql, refusal: Refusal): Promise<unknown> {
+  private async settledUnlessClosed(fn: (tx: Sql) => unknown, tx: Sql, transaction: TransactionState): Promise<unknown> {
     try {
-      const result = fn(this.gate(tx, refusal));
+      const result = fn(this.gate(tx, transaction));
       return await (Array.isArray(result) ? Promise.all(result) : result);
     } catch (err) {
-      if (isConnectionClosed(err)) refusal.connectionClosed(err);
+      // Also an error of a statement the driver sent itself (a savepoint's), which no gate saw.
+      noteClosed(transaction, err);
       throw err;
     } finally {
       // A promise of its own, not a shared one: nothing keeps this call alive once it waits on it.
-      if (refusal.closed()) await new Promise<never>(() => {});
+      if (transaction.closedBy !== undefined) await new Promise<never>(() => {});
     }
   }
 
