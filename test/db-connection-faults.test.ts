@@ -6,8 +6,8 @@
  * array types it knows without that fetch read and write every kind of
  * array the service uses (src/db/array-types.ts). A transaction whose
  * backend is killed fails alone and writes nothing more to the closed
- * socket (the freeze guard's gate, src/db/freeze-guard.ts). The freeze
- * guard refuses a driver without the internals it relies on.
+ * socket (src/db/transaction-gate.ts), on the service's pool and on the
+ * CLI's. The gate refuses a driver without the internals it relies on.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
@@ -15,8 +15,9 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { TransactionSql } from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
-import { checkDriverInternals } from '../src/db/freeze-guard.js';
-import { databaseUrl, guardedTestSql, testSql, until, watchForCrashes } from './helpers.js';
+import { checkDriverInternals } from '../src/db/transaction-gate.js';
+import { openDatabase } from '../src/db/database.js';
+import { databaseUrl, guardedTestSql, testConfig, testSql, until, watchForCrashes } from './helpers.js';
 
 /** Two turns of the event loop: an unhandled rejection is reported once the microtasks after it have run. */
 const turns = async () => {
@@ -99,12 +100,21 @@ describe('array parameters and columns', () => {
   });
 });
 
-describe('a transaction whose connection is lost', () => {
-  let pool: ReturnType<typeof guardedTestSql>;
+/** A pool as a process opens it, and how to end it. */
+type OpenPool = () => Promise<{ sql: Sql; end(): Promise<void> }>;
+
+for (const [whose, open] of [
+  ['the service\'s pool (behind the freeze guard)', async () => guardedTestSql()],
+  ['the CLI\'s pool (openDatabase without the freeze guard)', async () => {
+    const db = await openDatabase(testConfig(), () => {}, 'hds-test-cli-pool');
+    return { sql: db.sql, end: () => db.closePools() };
+  }],
+] as [string, OpenPool][]) describe(`a transaction whose connection is lost, on ${whose}`, () => {
+  let pool: Awaited<ReturnType<OpenPool>>;
   let killer: Sql;
 
-  before(() => {
-    pool = guardedTestSql();
+  before(async () => {
+    pool = await open();
     killer = testSql();
   });
   after(async () => {
@@ -118,7 +128,7 @@ describe('a transaction whose connection is lost', () => {
   const assertFailedOnTheConnection = (outcome: { value: unknown } | { failed?: string }) =>
     assert.ok('failed' in outcome && /^CONNECTION_/.test(String(outcome.failed)), JSON.stringify(outcome));
 
-  /** Runs `body` in a transaction of the guarded pool, its backend killed while it waits in `pg_sleep`; how begin ended. */
+  /** Runs `body` in a transaction of the pool, its backend killed while it waits in `pg_sleep`; how begin ended. */
   const killedUnder = async (body: (tx: TransactionSql, sleep: () => Promise<unknown>) => Promise<unknown>) => {
     const marker = `sleep-${randomUUID()}`;
     const outcome = outcomeOf(pool.sql.begin((tx) => body(tx, () => tx.unsafe(`SELECT pg_sleep(30) AS "${marker}"`))));
@@ -167,7 +177,7 @@ describe('a transaction whose connection is lost', () => {
   }
 });
 
-describe('the freeze guard\'s footing', () => {
+describe('the transaction gate\'s footing', () => {
   it('accepts the pinned driver, and refuses one whose queries lack the internals it relies on', async () => {
     const sql = testSql();
     try {
@@ -177,6 +187,6 @@ describe('the freeze guard\'s footing', () => {
     }
     // A stand-in with the pool's shape but queries of another make: what a different postgres.js could give.
     const other = Object.assign(() => Promise.resolve([]), { begin: () => Promise.resolve() });
-    assert.throws(() => checkDriverInternals(other as unknown as Sql), /freeze guard needs postgres\.js internals.*\(handler, resolve, reject\).*verified on postgres 3\.4\.9/);
+    assert.throws(() => checkDriverInternals(other as unknown as Sql), /database gate needs postgres\.js internals.*\(handler, resolve, reject\).*verified on postgres 3\.4\.9/);
   });
 });

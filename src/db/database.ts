@@ -3,11 +3,12 @@ import { connect, type Sql } from './client.js';
 import { startEmbeddedPostgres } from './embedded.js';
 import { FreezeGuard, type DatabaseHealthChange, type FreezeGuardOptions } from './freeze-guard.js';
 import { migrate } from './migrate.js';
+import { TransactionGate } from './transaction-gate.js';
 
 export interface Database {
   /** The primary's URL (the embedded server's, when embedded). */
   url: string;
-  /** The primary's pool (behind the freeze guard, when opened with one). */
+  /** The primary's pool, behind the transaction gate (./transaction-gate.ts), which is the freeze guard when opened with one. */
   sql: Sql;
   /** The primary's freeze guard (src/db/freeze-guard.ts), when opened with one: its transitions, its stats. */
   guard: FreezeGuard | undefined;
@@ -59,7 +60,8 @@ export async function openDatabase(
     ? new FreezeGuard(pool, url, { applicationName: `${applicationName}-health`, ...(freezeGuard === true ? {} : freezeGuard) })
     : undefined;
   if (guard) guard.onHealthChange = (change) => log(describeHealthChange(change));
-  const sql = guard?.sql ?? pool;
+  // The CLI's and the cluster primary's transactions survive a lost connection too.
+  const sql = (guard ?? new TransactionGate(pool)).sql;
   const closePools = async () => {
     await guard?.close();
     // A frozen primary answers nothing: waiting 5 s for its connections to finish would only delay the exit.

@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
-import postgres from 'postgres';
 import type { Sql } from './client.js';
-import { DATABASE_FROZEN, isConnectionClosed } from './errors.js';
+import { DATABASE_FROZEN } from './errors.js';
 import { stalledMs } from '../loop-clock.js';
 import { closeProbe, databaseName, openProbe } from './probe.js';
+import { TransactionGate, type DriverQuery, type TransactionState } from './transaction-gate.js';
 
 /**
  * A frozen database: every PostgreSQL process stopped (SIGSTOP, a hung host,
@@ -25,7 +25,9 @@ import { closeProbe, databaseName, openProbe } from './probe.js';
  * probe's delay, and only the server's statement timeout bounds that query.
  * Time in which this process's own event loop could not run (src/loop-clock.ts)
  * is not counted as the database's silence: an answer cannot be read then.
- * Why these figures: docs/decisions/freeze-guard-threshold.md.
+ * Why these figures: docs/decisions/freeze-guard-threshold.md. The guard is
+ * the pool's transaction gate (./transaction-gate.ts), whose hooks it uses to
+ * refuse, track and abandon queries and transactions.
  *
  * Only the promises are failed: the guard never closes a connection of the
  * pool. postgres.js 3.4 cannot lose a connection in the middle of a
@@ -38,15 +40,6 @@ import { closeProbe, databaseName, openProbe } from './probe.js';
  * rolls back then (its statements fail, so its ROLLBACK is the next thing it
  * sends). As with any timeout, a statement already sent may still take effect
  * when the server resumes: a 503 says the outcome is unknown.
- *
- * The same gate keeps a transaction whose connection closes (a backend
- * killed, a server restarted) from writing to the closed socket, which in
- * postgres.js 3.4.9 is an uncaught TypeError from a timer that ends the
- * process (porsager/postgres#1208): from the first closed-connection error
- * on, its statements are refused and its callback never settles, so the
- * driver sends neither ROLLBACK nor COMMIT, and `begin` fails with the
- * connection's error alone. test/db-connection-faults.test.ts kills a
- * transaction's backend to guard this.
  */
 
 /**
@@ -120,54 +113,10 @@ class DatabaseFrozenError extends Error {
   }
 }
 
-/** The parts of a postgres.js query (src/query.js, 3.4) the guard uses: it is dispatched to the pool by `handler`. */
-interface DriverQuery {
-  handler: ((query: DriverQuery) => void) & { debug?: unknown };
-  resolve: (value: unknown) => void;
-  reject: (err: unknown) => void;
-}
-
-/** The postgres.js version the guard's use of its internals was verified on; package.json pins it. */
-export const VERIFIED_DRIVER_VERSION = '3.4.9';
-
-/**
- * Throws, saying why, unless `pool` makes queries with the internals the
- * guard relies on. A query made and never awaited is never sent: this costs
- * nothing and runs nothing.
- */
-export function checkDriverInternals(pool: Sql): void {
-  const query = pool`SELECT 1` as unknown as Partial<Record<keyof DriverQuery, unknown>>;
-  const missing: string[] = (['handler', 'resolve', 'reject'] as const).filter((name) => typeof query[name] !== 'function');
-  if (typeof (pool as { begin?: unknown }).begin !== 'function') missing.push('begin');
-  if (missing.length > 0) {
-    throw new Error(`the database freeze guard needs postgres.js internals that this driver lacks (${missing.join(', ')}); `
-      + `it was verified on postgres ${VERIFIED_DRIVER_VERSION}, which package.json pins: reinstall with npm ci`);
-  }
-}
-
-type AnyFunction = (...args: unknown[]) => unknown;
-
-/** A transaction under way, as its statements are gated: each is refused once any of these is set. */
-interface TransactionState {
-  /** Failed at once when the database was marked frozen. */
-  abandoned: boolean;
-  /** Its `begin` has settled. */
-  over: boolean;
-  /** The first closed-connection error it met. */
-  closedBy?: unknown;
-}
-
-/** Notes a closed-connection error of the transaction's (the first one is kept). */
-function noteClosed(state: TransactionState, err: unknown): void {
-  if (state.closedBy === undefined && isConnectionClosed(err)) state.closedBy = err;
-}
-
 const now = () => performance.now();
 
-
-export class FreezeGuard {
-  /** The pool behind the gate: use it as the pool itself. */
-  readonly sql: Sql;
+/** The pool behind a transaction gate (./transaction-gate.ts) whose hooks fail everything at once while the database is frozen. */
+export class FreezeGuard extends TransactionGate {
   /** Called on every transition (once when the database is marked frozen, once when it answers again). */
   onHealthChange: (change: DatabaseHealthChange) => void = () => {};
 
@@ -181,7 +130,7 @@ export class FreezeGuard {
   /** Queries sent to the pool and not answered yet, each with the rejection of its caller's promise. */
   private readonly inFlight = new Map<DriverQuery, (err: unknown) => void>();
   /** Transactions under way, each with a function that abandons it. */
-  private readonly transactions = new Set<() => void>();
+  private readonly transactions = new Map<TransactionState, (err: Error) => void>();
   /** Abandoned queries and transactions the server has not answered yet. */
   private readonly unanswered = new Set<object>();
   private frozenSince: number | undefined;
@@ -199,14 +148,13 @@ export class FreezeGuard {
   private probeConnections = 0;
 
   constructor(pool: Sql, url: string, options: FreezeGuardOptions = {}) {
-    checkDriverInternals(pool);
+    super(pool);
     this.name = databaseName(url, 'database');
     this.url = url;
     this.checkIntervalMs = options.checkIntervalMs ?? 250;
     this.frozenAfterMs = options.frozenAfterMs ?? 1000;
     this.probePatienceMs = Math.max(PROBE_PATIENCE_MS, this.frozenAfterMs);
     this.applicationName = options.applicationName ?? 'hds-health';
-    this.sql = this.gate(pool);
     this.timer = setInterval(() => {
       if (!this.probing) void this.check();
     }, this.checkIntervalMs);
@@ -232,139 +180,29 @@ export class FreezeGuard {
     await this.dropProbe();
   }
 
-  /**
-   * `target` (the pool, or a transaction's sql) as it is, except that every
-   * query it makes goes through dispatch() and `begin` through begin().
-   */
-  private gate(target: Sql, transaction?: TransactionState): Sql {
-    // Every query of one pool or transaction has the same handler: its wrapper is made once, not per query.
-    let send: DriverQuery['handler'] | undefined;
-    let wrapped: DriverQuery['handler'] | undefined;
-    const watch = (result: unknown) => {
-      const query = result as DriverQuery;
-      if (query.handler !== send || !wrapped) {
-        const original = query.handler;
-        send = original;
-        wrapped = Object.assign((q: DriverQuery) => this.dispatch(q, original, transaction), { debug: original.debug });
-      }
-      // The query calls its handler once, when first awaited: that is when it would reach the pool.
-      query.handler = wrapped;
-      return result;
-    };
-    return new Proxy(target, {
-      apply: (fn, self, args: unknown[]) => {
-        const result = Reflect.apply(fn, self, args);
-        // A tagged template makes a query; sql(value) and sql('name') make fragments, left alone.
-        return Array.isArray((args[0] as { raw?: unknown } | undefined)?.raw) ? watch(result) : result;
-      },
-      get: (obj, prop, receiver) => {
-        const value = Reflect.get(obj, prop, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => watch((value as AnyFunction).apply(obj, args));
-        if (prop === 'begin') return (...args: unknown[]) => this.begin(value as AnyFunction, obj, args);
-        if (prop === 'savepoint' && transaction) return (...args: unknown[]) => this.savepoint(value as AnyFunction, obj, args, transaction);
-        return value;
-      },
-    });
+  protected override refusal(transaction: TransactionState | undefined): Error | undefined {
+    const refusal = this.frozen ? this.error : super.refusal(transaction);
+    if (refusal) this.refused++;
+    return refusal;
   }
 
-  private dispatch(query: DriverQuery, send: (query: DriverQuery) => void, transaction: TransactionState | undefined): void {
-    if (this.frozen || transaction?.abandoned) {
-      this.refused++;
-      query.reject(this.error);
-      return;
-    }
-    if (transaction && (transaction.closedBy !== undefined || transaction.over)) {
-      query.reject(transaction.closedBy ?? new Error('a statement of a transaction that is over'));
-      return;
-    }
-    const { resolve, reject } = query;
-    query.resolve = (value) => {
-      this.inFlight.delete(query);
-      this.unanswered.delete(query);
-      this.answered();
-      resolve(value);
-    };
-    query.reject = (err) => {
-      this.inFlight.delete(query);
-      this.unanswered.delete(query);
-      // An error from PostgreSQL is an answer; a connection error is not.
-      if (err instanceof postgres.PostgresError) this.answered();
-      else if (transaction) noteClosed(transaction, err);
-      reject(err);
-    };
+  protected override sent(query: DriverQuery, reject: (err: unknown) => void): void {
     this.inFlight.set(query, reject);
-    send(query);
   }
 
-  /**
-   * A transaction: refused at once while frozen; abandoned (its caller's
-   * promise rejected) when the database is marked frozen while it runs. Its
-   * statements then fail as they are made, so that it rolls back when the
-   * server answers again instead of going on. Once its connection has
-   * closed, or once it is over, its statements are refused too; and a
-   * callback that ends after its connection closed is never settled (see
-   * the top of this file).
-   */
-  private begin(begin: AnyFunction, pool: Sql, args: unknown[]): Promise<unknown> {
-    if (this.frozen) {
-      this.refused++;
-      return Promise.reject(this.error);
-    }
-    const fn = args[args.length - 1] as (tx: Sql) => unknown;
-    const mode = args.slice(0, -1);
-    return new Promise((resolve, reject) => {
-      const state: TransactionState = { abandoned: false, over: false };
-      const token = {};
-      const abandon = () => {
-        state.abandoned = true;
-        this.unanswered.add(token);
-        reject(this.error);
-      };
-      this.transactions.add(abandon);
-      const body = (tx: Sql) => {
-        if (state.abandoned) throw this.error;
-        return this.settledUnlessClosed(fn, tx, state);
-      };
-      (begin.apply(pool, [...mode, body]) as Promise<unknown>)
-        .then(resolve, (err: unknown) => {
-          // The connection closed while no statement of it was out: the callback's next one must not be sent either.
-          noteClosed(state, err);
-          reject(err);
-        })
-        .finally(() => {
-          state.over = true;
-          this.transactions.delete(abandon);
-          this.unanswered.delete(token);
-        });
-    });
+  protected override settled(query: DriverQuery, answered: boolean): void {
+    this.inFlight.delete(query);
+    this.unanswered.delete(query);
+    if (answered) this.answered();
   }
 
-  /** A savepoint of a transaction: its statements gated as the transaction's. */
-  private savepoint(savepoint: AnyFunction, tx: Sql, args: unknown[], transaction: TransactionState): Promise<unknown> {
-    const fn = args[args.length - 1];
-    if (typeof fn !== 'function') return savepoint.apply(tx, args) as Promise<unknown>;
-    const body = (sp: Sql) => this.settledUnlessClosed(fn as (sp: Sql) => unknown, sp, transaction);
-    return savepoint.apply(tx, [...args.slice(0, -1), body]) as Promise<unknown>;
+  protected override started(transaction: TransactionState, abandon: (err: Error) => void): void {
+    this.transactions.set(transaction, abandon);
   }
 
-  /**
-   * `fn` run on the gated `tx` (a transaction's or a savepoint's), settled
-   * as it settles unless the connection closed meanwhile: then never, so
-   * that the driver writes nothing more to it.
-   */
-  private async settledUnlessClosed(fn: (tx: Sql) => unknown, tx: Sql, transaction: TransactionState): Promise<unknown> {
-    try {
-      const result = fn(this.gate(tx, transaction));
-      return await (Array.isArray(result) ? Promise.all(result) : result);
-    } catch (err) {
-      // Also an error of a statement the driver sent itself (a savepoint's), which no gate saw.
-      noteClosed(transaction, err);
-      throw err;
-    } finally {
-      // A promise of its own, not a shared one: nothing keeps this call alive once it waits on it.
-      if (transaction.closedBy !== undefined) await new Promise<never>(() => {});
-    }
+  protected override ended(transaction: TransactionState): void {
+    this.transactions.delete(transaction);
+    this.unanswered.delete(transaction);
   }
 
   private freeze(reason: string): void {
@@ -380,7 +218,10 @@ export class FreezeGuard {
     }
     const transactions = [...this.transactions];
     this.transactions.clear();
-    for (const abandon of transactions) abandon();
+    for (const [transaction, abandon] of transactions) {
+      this.unanswered.add(transaction);
+      abandon(this.error);
+    }
     this.refused += queries.length + transactions.length;
     this.onHealthChange({
       database: this.name, healthy: false, reason,
