@@ -15,8 +15,8 @@ import net from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import type { TransactionSql } from 'postgres';
 import { connect, type Sql } from '../src/db/client.js';
-import { checkDriverInternals } from '../src/db/transaction-gate.js';
 import { openDatabase } from '../src/db/database.js';
+import { checkDriverInternals } from '../src/db/transaction-gate.js';
 import { databaseUrl, guardedTestSql, testConfig, testSql, until, watchForCrashes } from './helpers.js';
 
 /** Two turns of the event loop: an unhandled rejection is reported once the microtasks after it have run. */
