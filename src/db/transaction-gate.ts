@@ -12,10 +12,11 @@ import { isConnectionClosed } from './errors.js';
  * refused and never sent, and its callback never settles, so the driver
  * writes neither, and `begin` fails with the connection's error alone.
  * Savepoints are gated the same way, and a statement made once the
- * transaction is over is refused. Every pool of the service and of the CLI
- * goes through it (src/db/database.ts); the freeze guard
- * (./freeze-guard.ts) builds on its hooks. test/db-connection-faults.test.ts
- * kills transactions' backends to guard it.
+ * transaction is over is refused. The primary's pool goes through it in
+ * the server, the CLI and the cluster primary alike (src/db/database.ts);
+ * the replicas' pools and the delivery thread's make no transactions. The
+ * freeze guard (./freeze-guard.ts) builds on its hooks.
+ * test/db-connection-faults.test.ts kills transactions' backends to guard it.
  */
 
 /** The parts of a postgres.js query (src/query.js, 3.4) the gate uses: it is dispatched to the pool by `handler`. */
