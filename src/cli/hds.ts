@@ -3,14 +3,13 @@ import fs from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, parseDuration, type Config } from '../config.js';
-import { openDatabase, type Database } from '../db/database.js';
+import type { Config } from '../config.js';
+import type { Database } from '../db/database.js';
 import { issueKey, issueManagementKey } from '../auth/issue-key.js';
 import { expireOtherKeys, listKeys, listManagementKeys, revokeKey, revokeManagementKey } from '../auth/key-store.js';
 import { findOrg } from '../management/org.js';
 import { createTeam, listTeams, teamExists } from '../teams/team-store.js';
-import { ImportError, importUsers, isImportMethod, type ImportProgress } from '../import/import.js';
-import { exportUsers } from '../import/export.js';
+import type { ImportProgress } from '../import/import.js';
 import { purgeDeletedUsers } from '../users/deletion.js';
 import { compactSparseTeams } from '../writes/team-state.js';
 import { recountTeams } from '../users/recount.js';
@@ -68,6 +67,7 @@ const COMMANDS: Record<string, Command> = {
     options: { team: { type: 'string' }, name: { type: 'string' }, 'expires-in': { type: 'string' } }, positionals: 0,
     async run(db, v) {
       const teamId = await existingTeam(db, v.team);
+      const { parseDuration } = await import('../config.js');
       const ttl = v['expires-in'] === undefined ? undefined : parseDuration(v['expires-in'] as string);
       if (ttl === null) throw new UsageError(`--expires-in must look like 30m, 24h or 90d, got "${v['expires-in']}"`);
       const issued = await issueKey(db.sql, teamId, (v.name as string | undefined) ?? 'default', ttl ? new Date(Date.now() + ttl) : null);
@@ -98,6 +98,7 @@ const COMMANDS: Record<string, Command> = {
     options: { team: { type: 'string' }, grace: { type: 'string' }, name: { type: 'string' } }, positionals: 0,
     async run(db, v) {
       const teamId = await existingTeam(db, v.team);
+      const { parseDuration } = await import('../config.js');
       const grace = parseDuration((v.grace as string | undefined) ?? '24h');
       if (grace === null) throw new UsageError(`--grace must look like 0s, 30m, 24h or 7d, got "${v.grace}"`);
       const issued = await issueKey(db.sql, teamId, (v.name as string | undefined) ?? 'rotated');
@@ -147,6 +148,7 @@ const COMMANDS: Record<string, Command> = {
     usage: 'import FILE|- [--method auto|bulk|merge]', summary: 'import JSON Lines of users (all or nothing; re-importing changes nothing)',
     options: { method: { type: 'string' } }, positionals: 1,
     async run(db, v, [file]) {
+      const { ImportError, importUsers, isImportMethod } = await import('../import/import.js');
       const method = (v.method as string | undefined) ?? 'auto';
       if (!isImportMethod(method)) throw new UsageError(`--method must be auto, bulk or merge, got "${method}"`);
       const fromStdin = file === '-';
@@ -177,6 +179,7 @@ const COMMANDS: Record<string, Command> = {
     options: { team: { type: 'string' } }, positionals: 0,
     async run(db, v) {
       const teamId = await existingTeam(db, v.team);
+      const { exportUsers } = await import('../import/export.js');
       await pipeline(Readable.from(exportUsers(db.sql, teamId)), process.stdout, { end: false });
     },
   },
@@ -311,7 +314,15 @@ async function main(argv: string[]): Promise<number> {
   if (parsed.positionals.length !== command.positionals) {
     throw new UsageError(`expected ${command.positionals || 'no'} argument${command.positionals === 1 ? '' : 's'}; usage: hds ${command.usage}`);
   }
-  const config = loadConfig();
+  // Loaded only now: --help and a wrong argument answer without them (TypeBox and postgres.js are most of a start).
+  const { ConfigError, loadConfig } = await import('../config.js');
+  const { openDatabase } = await import('../db/database.js');
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    throw err instanceof ConfigError ? new UsageError(err.message) : err;
+  }
   const db = await openDatabase(config, (msg) => process.stderr.write(`hds: ${msg}\n`), 'hds-cli');
   try {
     await command.run(db, parsed.values, parsed.positionals, config);
@@ -331,10 +342,6 @@ main(process.argv.slice(2)).then(
   },
   (err) => {
     if (err instanceof UsageError) {
-      process.stderr.write(`hds: ${err.message}\n`);
-      process.exit(2);
-    }
-    if (err instanceof ConfigError) {
       process.stderr.write(`hds: ${err.message}\n`);
       process.exit(2);
     }
