@@ -11,8 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Sql } from '../src/db/client.js';
+import { IMPORT_LOCK } from '../src/import/import.js';
 import { deleteTeam } from '../src/teams/team-store.js';
-import { lockTeams, usersChanged } from '../src/writes/team-state.js';
 import { databaseUrl, GEN_USERS, NO_RATE_LIMITS, ROOT, testSql, until } from './helpers.js';
 
 const LINES = 200_000;
@@ -50,14 +50,13 @@ describe('import killed midway', () => {
   });
   after(async () => {
     // Its 200,000 users out of the shared test database: every later bulk import copies the stored rows
-    // (the two import test files after this one took 68 s with them, 40 s without). As a writer does, under
-    // the teams' locks and with their versions raised: a bulk load of another test file that copied these
-    // rows meanwhile copies the teams again before its swap. 'missing': the import failed.
+    // (the two import test files after this one took 68 s with them, 40 s without). Under the imports' lock,
+    // so that no bulk load of another test file has copied them before and swaps them back in after.
+    // 'missing': the import failed.
     await sql.begin(async (tx) => {
-      await lockTeams(tx, teamIds);
+      await tx`SELECT pg_advisory_xact_lock(${IMPORT_LOCK})`;
       await tx`DELETE FROM user_sources WHERE user_id IN (SELECT user_id FROM users WHERE team_id = ANY(${teamIds}::uuid[]))`;
       await tx`DELETE FROM users WHERE team_id = ANY(${teamIds}::uuid[])`;
-      await usersChanged(tx, teamIds);
     });
     for (const teamId of teamIds) assert.notEqual(await deleteTeam(sql, teamId), 'has_users');
     await sql.end();

@@ -36,7 +36,7 @@ export type ImportMethod = 'auto' | 'bulk' | 'merge';
 export const isImportMethod = (value: string): value is ImportMethod => value === 'auto' || value === 'bulk' || value === 'merge';
 
 // pg_advisory_xact_lock key: imports run one at a time (creates do not wait for it).
-const IMPORT_LOCK = 0x4844_5349; // "HDSI"
+export const IMPORT_LOCK = 0x4844_5349; // "HDSI"
 
 /**
  * Imports users in one transaction, all or nothing. `input` is lines, or
