@@ -1,4 +1,4 @@
-import type { PendingQuery, Row } from 'postgres';
+import postgres, { type PendingQuery, type Row } from 'postgres';
 import type { Queryable, Sql } from '../db/client.js';
 import { isRefusedStatement } from '../db/errors.js';
 import { KeyedBatcher } from '../db/keyed-batcher.js';
@@ -41,8 +41,7 @@ export async function teamWrite<T extends Row>(sql: Sql, teamId: string, stateme
 async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settled[]> {
   if (statements.length > 1) {
     try {
-      const results = (await sql.begin((tx) => together(statements.map((statement) => statement(tx))))) as Row[][];
-      return results.map((rows) => ({ rows }));
+      return await together(sql, statements);
     } catch (err) {
       if (!isRefusedStatement(err)) throw err;
     }
@@ -58,10 +57,26 @@ async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settl
   return settled;
 }
 
-/** The pipelined statements' rows; their first failure once all are done, so that none is still running when the batch is rolled back. */
-async function together(queries: PendingQuery<Row[]>[]): Promise<Row[][]> {
-  const settled = await Promise.allSettled(queries);
-  const failed = settled.find((s) => s.status === 'rejected');
-  if (failed) throw failed.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<Row[]>).value);
+/**
+ * The statements in one transaction, its COMMIT sent right behind them: the
+ * callback returns once they are sent, without waiting for their answers,
+ * so the driver writes the COMMIT at once. Two round trips where waiting
+ * would take three (BEGIN, the statements, COMMIT), each answer also
+ * waiting its turn in a busy event loop: docs/decisions/team-write-batches.md.
+ * PostgreSQL runs them in order; once it refuses one, the rest fail (25P02)
+ * and the COMMIT is answered ROLLBACK: that error is thrown, nothing was
+ * written. A failure of the driver's own is thrown as it is: the outcome is
+ * not known, so runTogether runs nothing again.
+ */
+async function together(sql: Sql, statements: TeamStatement[]): Promise<Settled[]> {
+  let answers: Promise<PromiseSettledResult<Row[]>[]> | undefined;
+  await sql.begin((tx) => {
+    const sent = statements.map((statement) => statement(tx));
+    for (const query of sent) void query.execute();
+    answers = Promise.allSettled(sent);
+  });
+  const settled = await answers!;
+  const failed = settled.filter((s) => s.status === 'rejected').map((s) => s.reason as unknown);
+  if (failed.length > 0) throw failed.find((err) => err instanceof postgres.PostgresError) ?? failed[0];
+  return settled.map((s) => ({ rows: (s as PromiseFulfilledResult<Row[]>).value }));
 }
