@@ -12,6 +12,7 @@ import type { App } from '../src/app.js';
 import type { Sql } from '../src/db/client.js';
 import { issueKey } from '../src/auth/issue-key.js';
 import { createUser } from '../src/users/create.js';
+import { connectDemoSource } from '../src/users/connect.js';
 import { planRebuild } from '../src/db/table-rebuild.js';
 import { importUsers, type ImportProgress, type ImportSummary } from '../src/import/import.js';
 import { recountTeams } from '../src/users/recount.js';
@@ -146,7 +147,7 @@ describe('import: bulk load and merge', () => {
     assert.deepEqual(await problems(sql, [a.team_id]), []);
   });
 
-  it('keeps every user created while a bulk load runs', async () => {
+  it('keeps every user created while a bulk load runs, and each connection made to them', async () => {
     const team = await teamWithKey(sql);
     const created: string[] = [];
     let importing = true;
@@ -155,6 +156,9 @@ describe('import: bulk load and merge', () => {
         const r = await createUser(sql, team.teamId, { client_user_id: `during-bulk-${i}` });
         assert.ok(r.created);
         created.push(r.user_id);
+        // A user and its connection made between the load's copy of the stored users and that of their links
+        // were copied twice at the swap (a unique violation: the load fell back to merging).
+        assert.equal(await connectDemoSource(sql, team.teamId, r.user_id, 'oura'), 'connected');
       }
     })();
     let summary: ImportSummary;
@@ -168,6 +172,8 @@ describe('import: bulk load and merge', () => {
     assert.ok(created.length > 5, `${created.length} creates`);
     const stored = await sql<{ user_id: string }[]>`SELECT user_id FROM users WHERE team_id = ${team.teamId}`;
     assert.deepEqual(stored.map((r) => r.user_id).sort(), [...created].sort());
+    const [{ links }] = await sql<[{ links: number }]>`SELECT count(*)::int AS links FROM user_sources WHERE user_id = ANY(${created}::uuid[])`;
+    assert.equal(links, created.length);
     assert.deepEqual(await problems(sql, [team.teamId]), []);
   });
 

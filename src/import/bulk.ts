@@ -74,12 +74,13 @@ async function load(tx: Tx, ctx: ImportContext, users: RebuildPlan, links: Rebui
   ctx.progress?.('writing', 0);
   await createShadow(tx, users);
   await createShadow(tx, links);
-  // One statement, one snapshot: the stored rows copied and the team versions they belong to.
-  // (A data-modifying WITH runs to completion whether or not the main query reads it.)
+  // One statement, one snapshot: the stored users, their links and the team versions they belong to. (With the
+  // links copied by a later statement, a user created in between had its links copied twice at the swap's re-copy.)
+  // A data-modifying WITH runs to completion whether or not the main query reads it.
   const versions = await tx<{ team_id: string; version: string }[]>`
-    WITH copied AS (INSERT INTO users_bulk SELECT * FROM users)
+    WITH copied AS (INSERT INTO users_bulk SELECT * FROM users),
+      linked AS (INSERT INTO user_sources_bulk SELECT * FROM user_sources)
     SELECT team_id, version::text FROM teams`;
-  await tx`INSERT INTO user_sources_bulk SELECT * FROM user_sources`;
 
   // FREEZE: rows are written already frozen and visible, so no later pass rewrites every page to set hint bits.
   const perTeam = new Array<number>(ctx.spool.teamIds.length).fill(0);
