@@ -69,13 +69,13 @@ async function runTogether(sql: Sql, statements: TeamStatement[]): Promise<Settl
  * not known, so runTogether runs nothing again.
  */
 async function together(sql: Sql, statements: TeamStatement[]): Promise<Settled[]> {
-  let answers: Promise<PromiseSettledResult<Row[]>[]> | undefined;
-  await sql.begin((tx) => {
+  // Returned in an object, not awaited: an array or a promise returned would make the driver wait for the answers.
+  const { answers } = await sql.begin((tx) => {
     const sent = statements.map((statement) => statement(tx));
     for (const query of sent) void query.execute();
-    answers = Promise.allSettled(sent);
+    return { answers: Promise.allSettled(sent) };
   });
-  const settled = await answers!;
+  const settled = await answers;
   const failed = settled.filter((s) => s.status === 'rejected').map((s) => s.reason as unknown);
   if (failed.length > 0) throw failed.find((err) => err instanceof postgres.PostgresError) ?? failed[0];
   return settled.map((s) => ({ rows: (s as PromiseFulfilledResult<Row[]>).value }));
