@@ -73,6 +73,26 @@ describe('PATCH /v2/user/{user_id}', () => {
       assert.deepEqual(await get(other.users[0]!.user_id, other.key), theirsBefore, "another team's user is untouched");
     });
 
+    it("patches sent together, to both teams' users and across teams, each change their own user alone", async () => {
+      // Sent at once, their reads of the users share queries (src/users/batched-lookups.ts): a batch mixes teams and users.
+      const mine = team.users.slice(5, 11).map((u) => String(u.user_id));
+      const theirs = other.users.slice(1, 4).map((u) => String(u.user_id));
+      const zones = ['Europe/Paris', 'Asia/Tokyo', 'America/Lima', 'Africa/Cairo', 'Australia/Perth', 'Europe/Oslo'];
+      const theirsBefore = await Promise.all(theirs.map((id) => get(id, other.key)));
+      const answers = await Promise.all([
+        ...mine.map((id, i) => patch(id.toUpperCase(), { fallback_time_zone: zones[i] })),
+        ...theirs.map((id) => patch(id, { fallback_birth_date: '1990-01-02' }, other.key)),
+        ...theirs.map((id) => patch(id, { fallback_time_zone: 'Pacific/Auckland' })),
+      ]);
+      assert.deepEqual(answers.map((a) => a.statusCode), [...mine.map(() => 204), ...theirs.map(() => 204), ...theirs.map(() => 404)]);
+      for (const [i, id] of mine.entries()) assert.equal((await get(id)).fallback_time_zone?.id, zones[i], id);
+      for (const [i, id] of theirs.entries()) {
+        const user = await get(id, other.key);
+        assert.equal(user.fallback_birth_date?.value, '1990-01-02', id);
+        assert.deepEqual(user.fallback_time_zone, theirsBefore[i].fallback_time_zone, "another team's key changed nothing");
+      }
+    });
+
     it('answers a user scheduled for deletion with the upstream 404', async () => {
       const user = await fresh();
       assert.equal((await call('DELETE', `/v2/user/${user.user_id}`)).statusCode, 200);

@@ -13,8 +13,13 @@ async function findUserDocs(sql: Sql, lookups: Lookup[]): Promise<(UserDoc | und
     SELECT u.team_id, u.user_id, u.doc
     FROM unnest(${lookups.map((l) => l.teamId)}::uuid[], ${lookups.map((l) => l.userId)}::uuid[]) AS k(team_id, user_id)
     JOIN users u ON u.user_id = k.user_id AND u.team_id = k.team_id`.raw() as Buffer[][];
-  const found = new Map<string, UserDoc>();
-  for (const [team, user, doc] of rows) found.set(`${team!.toString()}/${user!.toString()}`, { user_id: user!.toString(), doc: doc! });
+  return inLookupOrder(lookups, rows, ([, user, doc]) => ({ user_id: user!.toString(), doc: doc! }));
+}
+
+/** The answer to each lookup from rows that start with team_id and user_id. */
+function inLookupOrder<T>(lookups: Lookup[], rows: Buffer[][], answer: (row: Buffer[]) => T): (T | undefined)[] {
+  const found = new Map<string, T>();
+  for (const row of rows) found.set(`${row[0]!.toString()}/${row[1]!.toString()}`, answer(row));
   // Ids compare in PostgreSQL's lower-case form: the route accepts upper-case UUIDs too.
   return lookups.map((l) => found.get(`${l.teamId.toLowerCase()}/${l.userId.toLowerCase()}`));
 }
@@ -24,6 +29,24 @@ const docBatchers = new WeakMap<Sql, TurnBatcher<Lookup, UserDoc | undefined>>()
 /** The user `userId` of team `teamId`, looked up together with the other lookups of this turn on the same pool. */
 export function findUserDocBatched(sql: Sql, teamId: string, userId: string): Promise<UserDoc | undefined> {
   return batcherFor(docBatchers, sql, findUserDocs).load({ teamId, userId });
+}
+
+/** A user's stored document and its row's version (xmin), for a write made only if the row is still that version. */
+export interface VersionedDoc { doc: string; version: string }
+
+async function findVersionedDocs(sql: Sql, lookups: Lookup[]): Promise<(VersionedDoc | undefined)[]> {
+  const rows = await sql`
+    SELECT u.team_id, u.user_id, u.doc, u.xmin::text
+    FROM unnest(${lookups.map((l) => l.teamId)}::uuid[], ${lookups.map((l) => l.userId)}::uuid[]) AS k(team_id, user_id)
+    JOIN users u ON u.user_id = k.user_id AND u.team_id = k.team_id`.raw() as Buffer[][];
+  return inLookupOrder(lookups, rows, ([, , doc, version]) => ({ doc: doc!.toString(), version: version!.toString() }));
+}
+
+const versionedDocBatchers = new WeakMap<Sql, TurnBatcher<Lookup, VersionedDoc | undefined>>();
+
+/** The user `userId` of team `teamId` as a patch reads it, looked up with the other such lookups of this turn on the same pool. */
+export function findVersionedDocBatched(sql: Sql, teamId: string, userId: string): Promise<VersionedDoc | undefined> {
+  return batcherFor(versionedDocBatchers, sql, findVersionedDocs).load({ teamId, userId });
 }
 
 async function findTeamVersions(sql: Sql, teamIds: string[]): Promise<(string | undefined)[]> {

@@ -3,6 +3,7 @@ import type { Sql } from '../db/client.js';
 import type { ValidationItem } from '../errors/catalogue.js';
 import { isUniqueViolation } from '../db/errors.js';
 import { parseUserDocument, userDocument, type UserDocInput } from '../user-document/document.js';
+import { findVersionedDocBatched } from './batched-lookups.js';
 import { retryingDeadlocks } from './retry.js';
 import { teamChange } from '../writes/team-state.js';
 import { teamWrite } from '../writes/team-batches.js';
@@ -66,18 +67,18 @@ export type PatchResult = 'patched' | 'missing' | 'conflict' | { invalid: Valida
  * client_user_id another live user of the team holds is refused by the
  * unique index ('conflict'). A value is stored as set by `manual` now.
  *
- * The row is read, then written only if it is still the version read (its
- * xmin), in one statement that also keeps the team's state: the team's
- * row, which every write of the team updates, is locked only for that
- * statement (and the team's other writes that go out with it:
- * src/writes/team-batches.ts) and its commit, not for a transaction of
+ * The row is read (with the other patches' reads of its turn: one query,
+ * src/users/batched-lookups.ts), then written only if it is still the
+ * version read (its xmin), in one statement that also keeps the team's
+ * state: the team's row, which every write of the team updates, is locked
+ * only for that statement (and the team's other writes that go out with
+ * it: src/writes/team-batches.ts) and its commit, not for a transaction of
  * several round trips. A row changed in between is read again.
  */
 export async function patchUser(sql: Sql, teamId: string, userId: string, patch: UserPatch): Promise<PatchResult> {
   const now = parsePgTime(new Date().toISOString())!.text;
   for (;;) {
-    const [row] = await sql<{ doc: string; version: string }[]>`
-      SELECT doc, xmin::text AS version FROM users WHERE team_id = ${teamId} AND user_id = ${userId}`;
+    const row = await findVersionedDocBatched(sql, teamId, userId);
     if (!row) return 'missing';
     const user = parseUserDocument(row.doc);
     const start = patch.ingestion_start !== undefined ? patch.ingestion_start : user.ingestion_start;
