@@ -5,14 +5,16 @@ import type { UserDoc } from './queries.js';
 interface Lookup { teamId: string; userId: string }
 
 /**
- * Each lookup matches on (team_id, user_id) in SQL: a batch mixing teams can
- * never hand one team another's user.
+ * The users of a batch of lookups, as `u`. Each lookup matches on
+ * (team_id, user_id) in SQL: a batch mixing teams can never hand one team
+ * another's user.
  */
+const lookedUp = (sql: Sql, lookups: Lookup[]) => sql`
+  unnest(${lookups.map((l) => l.teamId)}::uuid[], ${lookups.map((l) => l.userId)}::uuid[]) AS k(team_id, user_id)
+  JOIN users u ON u.user_id = k.user_id AND u.team_id = k.team_id`;
+
 async function findUserDocs(sql: Sql, lookups: Lookup[]): Promise<(UserDoc | undefined)[]> {
-  const rows = await sql`
-    SELECT u.team_id, u.user_id, u.doc
-    FROM unnest(${lookups.map((l) => l.teamId)}::uuid[], ${lookups.map((l) => l.userId)}::uuid[]) AS k(team_id, user_id)
-    JOIN users u ON u.user_id = k.user_id AND u.team_id = k.team_id`.raw() as Buffer[][];
+  const rows = await sql`SELECT u.team_id, u.user_id, u.doc FROM ${lookedUp(sql, lookups)}`.raw() as Buffer[][];
   return inLookupOrder(lookups, rows, ([, user, doc]) => ({ user_id: user!.toString(), doc: doc! }));
 }
 
@@ -35,10 +37,7 @@ export function findUserDocBatched(sql: Sql, teamId: string, userId: string): Pr
 export interface VersionedDoc { doc: string; version: string }
 
 async function findVersionedDocs(sql: Sql, lookups: Lookup[]): Promise<(VersionedDoc | undefined)[]> {
-  const rows = await sql`
-    SELECT u.team_id, u.user_id, u.doc, u.xmin::text
-    FROM unnest(${lookups.map((l) => l.teamId)}::uuid[], ${lookups.map((l) => l.userId)}::uuid[]) AS k(team_id, user_id)
-    JOIN users u ON u.user_id = k.user_id AND u.team_id = k.team_id`.raw() as Buffer[][];
+  const rows = await sql`SELECT u.team_id, u.user_id, u.doc, u.xmin::text FROM ${lookedUp(sql, lookups)}`.raw() as Buffer[][];
   return inLookupOrder(lookups, rows, ([, , doc, version]) => ({ doc: doc!.toString(), version: version!.toString() }));
 }
 
