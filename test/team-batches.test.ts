@@ -40,7 +40,7 @@ describe("a team's writes in batches", () => {
     // The service's pool: one test kills a batch's connection.
     pool = guardedTestSql();
     sql = pool.sql;
-    team = await teamWithUsers(sql, 30);
+    team = await teamWithUsers(sql, 32);
   });
   after(async () => {
     await pool.end();
@@ -125,6 +125,33 @@ describe("a team's writes in batches", () => {
       assert.ok(answers[1] !== 'deleted' && answers[1] !== undefined, JSON.stringify(answers));
       const [{ live }] = await sql<[{ live: number }]>`SELECT count(*)::int AS live FROM users WHERE user_id IN (${b}, ${c})`;
       assert.equal(live, 2, 'neither write was run again after its batch failed');
+      await assertCounted();
+    } finally {
+      await locker.end();
+    }
+  });
+
+  it('a batch whose transaction, begun while the batch before it was out, lost its connection meanwhile is written in a new one', async () => {
+    const [first, b, c] = ids().slice(29, 32) as [string, string, string];
+    const locker = testSql();
+    try {
+      const writes = await locker.begin(async (tx) => {
+        // first's row held: its write waits at its statement, and b's and c's wait for it, their transaction begun.
+        await tx`SELECT 1 FROM users WHERE user_id = ${first} FOR UPDATE`;
+        const pending = [first, b, c].map((id) => deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS));
+        const begun = await until('the transaction begun for b and c', 10_000, async () => {
+          const [row] = await locker<{ pid: number }[]>`
+            SELECT pid FROM pg_stat_activity
+            WHERE datname = current_database() AND state = 'idle in transaction' AND query ILIKE 'begin%'`;
+          return row?.pid;
+        });
+        // With a timeout, until the backend has exited: its socket is closed before the lock is let go.
+        const [{ gone }] = await locker<[{ gone: boolean }]>`SELECT pg_terminate_backend(${begun}::int, 10000) AS gone`;
+        assert.ok(gone);
+        return pending;
+      });
+      assert.deepEqual(await Promise.all(writes), [true, true, true]);
+      assert.equal(await transactions('deleted_users', [b, c]), 1, 'b and c written together, in a new transaction');
       await assertCounted();
     } finally {
       await locker.end();
