@@ -43,7 +43,9 @@ class TeamBatches {
   private readonly mostBegunAhead: number;
 
   constructor(private readonly sql: Sql) {
-    this.mostBegunAhead = Math.floor(sql.options.max / 2);
+    // A transaction's sql given as the pool (writes inside a transaction of the caller's) has no pool to begin others on.
+    const { options } = sql as Partial<Sql>;
+    this.mostBegunAhead = options ? Math.floor(options.max / 2) : 0;
     this.batcher = new KeyedBatcher((_teamId, statements, begun) => runTogether(sql, statements, begun),
       STATEMENTS_PER_BATCH, () => this.beginAhead());
   }
