@@ -34,6 +34,26 @@ describe("a team's writes in batches", () => {
     assert.deepEqual(drifts, []);
   };
 
+  /**
+   * The answers of the writes `during` starts while another connection holds
+   * the row of the user `held` (its pool and backend's pid given to
+   * `during`); the row is let go once `during` returns.
+   */
+  const whileRowHeld = async <T>(held: string, during: (locker: Sql, lockerPid: number) => Promise<Promise<T>[]>): Promise<T[]> => {
+    const locker = testSql();
+    try {
+      const writes = await locker.begin(async (tx) => {
+        await tx`SELECT 1 FROM users WHERE user_id = ${held} FOR UPDATE`;
+        const [{ pid }] = await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
+        // In an object, so that nothing waits for the writes before the COMMIT that lets the row go.
+        return { pending: await during(locker, pid) };
+      });
+      return await Promise.all(writes.pending);
+    } finally {
+      await locker.end();
+    }
+  };
+
   let pool: ReturnType<typeof guardedTestSql>;
 
   before(async () => {
@@ -104,57 +124,43 @@ describe("a team's writes in batches", () => {
 
   it('a batch whose connection is lost fails every write of it, and none is run again: its commit may have been done', async () => {
     const [first, b, c] = ids().slice(26, 29) as [string, string, string];
-    const locker = testSql();
-    try {
-      const writes = await locker.begin(async (tx) => {
-        // b's row held: the batch [b, c] waits at b's statement, inside its transaction.
-        await tx`SELECT 1 FROM users WHERE user_id = ${b} FOR UPDATE`;
-        const [{ pid }] = await tx<[{ pid: number }]>`SELECT pg_backend_pid() AS pid`;
-        const pending = [first, b, c].map((id) =>
-          deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS).then(() => 'deleted', (err: unknown) => errorCode(err)));
-        const waiting = await until('the batch waiting for the held row', 10_000, async () => {
-          const [row] = await locker<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE ${pid}::int = ANY(pg_blocking_pids(pid))`;
-          return row?.pid;
-        });
-        await locker`SELECT pg_terminate_backend(${waiting}::int)`;
-        return pending;
+    // b's row held: the batch [b, c] waits at b's statement, inside its transaction.
+    const answers = await whileRowHeld(b, async (locker, lockerPid) => {
+      const pending = [first, b, c].map((id) =>
+        deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS).then(() => 'deleted', (err: unknown) => errorCode(err)));
+      const waiting = await until('the batch waiting for the held row', 10_000, async () => {
+        const [row] = await locker<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE ${lockerPid}::int = ANY(pg_blocking_pids(pid))`;
+        return row?.pid;
       });
-      const answers = await Promise.all(writes);
-      assert.equal(answers[0], 'deleted');
-      assert.equal(answers[1], answers[2], 'one failure for the whole batch');
-      assert.ok(answers[1] !== 'deleted' && answers[1] !== undefined, JSON.stringify(answers));
-      const [{ live }] = await sql<[{ live: number }]>`SELECT count(*)::int AS live FROM users WHERE user_id IN (${b}, ${c})`;
-      assert.equal(live, 2, 'neither write was run again after its batch failed');
-      await assertCounted();
-    } finally {
-      await locker.end();
-    }
+      await locker`SELECT pg_terminate_backend(${waiting}::int)`;
+      return pending;
+    });
+    assert.equal(answers[0], 'deleted');
+    assert.equal(answers[1], answers[2], 'one failure for the whole batch');
+    assert.ok(answers[1] !== 'deleted' && answers[1] !== undefined, JSON.stringify(answers));
+    const [{ live }] = await sql<[{ live: number }]>`SELECT count(*)::int AS live FROM users WHERE user_id IN (${b}, ${c})`;
+    assert.equal(live, 2, 'neither write was run again after its batch failed');
+    await assertCounted();
   });
 
   it('a batch whose transaction, begun while the batch before it was out, lost its connection meanwhile is written in a new one', async () => {
     const [first, b, c] = ids().slice(29, 32) as [string, string, string];
-    const locker = testSql();
-    try {
-      const writes = await locker.begin(async (tx) => {
-        // first's row held: its write waits at its statement, and b's and c's wait for it, their transaction begun.
-        await tx`SELECT 1 FROM users WHERE user_id = ${first} FOR UPDATE`;
-        const pending = [first, b, c].map((id) => deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS));
-        const begun = await until('the transaction begun for b and c', 10_000, async () => {
-          const [row] = await locker<{ pid: number }[]>`
-            SELECT pid FROM pg_stat_activity
-            WHERE datname = current_database() AND state = 'idle in transaction' AND query ILIKE 'begin%'`;
-          return row?.pid;
-        });
-        // With a timeout, until the backend has exited: its socket is closed before the lock is let go.
-        const [{ gone }] = await locker<[{ gone: boolean }]>`SELECT pg_terminate_backend(${begun}::int, 10000) AS gone`;
-        assert.ok(gone);
-        return pending;
+    // first's row held: its write waits at its statement, and b's and c's wait for it, their transaction begun.
+    const answers = await whileRowHeld(first, async (locker) => {
+      const pending = [first, b, c].map((id) => deleteUser(sql, team.teamId, id, team.keyId, GRACE_MS));
+      const begun = await until('the transaction begun for b and c', 10_000, async () => {
+        const [row] = await locker<{ pid: number }[]>`
+          SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND state = 'idle in transaction' AND query ILIKE 'begin%'`;
+        return row?.pid;
       });
-      assert.deepEqual(await Promise.all(writes), [true, true, true]);
-      assert.equal(await transactions('deleted_users', [b, c]), 1, 'b and c written together, in a new transaction');
-      await assertCounted();
-    } finally {
-      await locker.end();
-    }
+      // With a timeout, until the backend has exited: its socket is closed before the lock is let go.
+      const [{ gone }] = await locker<[{ gone: boolean }]>`SELECT pg_terminate_backend(${begun}::int, 10000) AS gone`;
+      assert.ok(gone);
+      return pending;
+    });
+    assert.deepEqual(answers, [true, true, true]);
+    assert.equal(await transactions('deleted_users', [b, c]), 1, 'b and c written together, in a new transaction');
+    await assertCounted();
   });
 });

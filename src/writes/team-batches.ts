@@ -53,7 +53,7 @@ class TeamBatches {
   private beginAhead(): BegunTransaction | undefined {
     if (this.begunAhead >= this.mostBegunAhead) return undefined;
     this.begunAhead++;
-    return begin(this.sql, () => this.begunAhead--);
+    return beginBatchTransaction(this.sql, () => this.begunAhead--);
   }
 }
 
@@ -79,7 +79,7 @@ async function runTogether(sql: Sql, statements: TeamStatement[], begun: BegunTr
   if (statements.length > 1 || begun) {
     try {
       // A transaction begun ahead whose BEGIN failed took no statement: the batch is sent in a new one.
-      return await (begun?.(statements) ?? begin(sql)(statements)!);
+      return await (begun?.(statements) ?? beginBatchTransaction(sql)(statements)!);
     } catch (err) {
       if (!isRefusedStatement(err)) throw err;
     }
@@ -108,7 +108,7 @@ async function runTogether(sql: Sql, statements: TeamStatement[], begun: BegunTr
  * after the transaction failed to begin, the statements are not taken
  * (undefined), and none is sent.
  */
-function begin(sql: Sql, ended: () => void = () => {}): BegunTransaction {
+function beginBatchTransaction(sql: Sql, ended: () => void = () => {}): BegunTransaction {
   let handOver!: (statements: TeamStatement[]) => void;
   const handedOver = new Promise<TeamStatement[]>((resolve) => { handOver = resolve; });
   let taken = false;
