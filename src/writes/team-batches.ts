@@ -111,8 +111,8 @@ async function runTogether(sql: Sql, statements: TeamStatement[], begun: BegunTr
 function beginBatchTransaction(sql: Sql, ended: () => void = () => {}): BegunTransaction {
   let handOver!: (statements: TeamStatement[]) => void;
   const handedOver = new Promise<TeamStatement[]>((resolve) => { handOver = resolve; });
-  let taken = false;
-  let failedUntaken = false;
+  // Read only at the hand-over, which happens once: set before it, the transaction took nothing.
+  let failed = false;
   // Returned in an object, not awaited: an array or a promise returned would make the driver wait for the answers.
   const done = sql.begin(async (tx) => {
     const sent = (await handedOver).map((statement) => statement(tx));
@@ -120,15 +120,13 @@ function beginBatchTransaction(sql: Sql, ended: () => void = () => {}): BegunTra
     return { answers: Promise.allSettled(sent) };
   });
   void done.then(ended, () => {
-    failedUntaken = !taken;
+    failed = true;
     ended();
   });
   return (statements) => {
     // Always handed something, so that a callback still running (its transaction abandoned) ends.
-    handOver(failedUntaken ? [] : statements);
-    if (failedUntaken) return undefined;
-    taken = true;
-    return answersOf(done);
+    handOver(failed ? [] : statements);
+    return failed ? undefined : answersOf(done);
   };
 }
 
