@@ -6,7 +6,8 @@
  * first row without the team's total makes findUserPage fail, never answer
  * a page out of order); the start of a page of a team with holes is found
  * once per page, by list_page_start, whose tables the statement's own plan
- * never reads (test/list-compaction.test.ts checks where it starts); and
+ * never reads and which reads a row of each by its key, never every page
+ * (test/list-compaction.test.ts checks where it starts); and
  * the plan is generic, kept across executions rather than made again for
  * each.
  */
@@ -92,24 +93,47 @@ describe('the page statement', () => {
     assert.ok(plan.Output.length === 3 && plan.Output.every((o) => !/list_/.test(o)), plan.Output.join(', '));
   });
 
-  it('finds where a page of a team with holes starts once per page, not once per row', async () => {
+  /** A team of 300 users whose first three are deleted through the API: positions with holes. */
+  const teamWithHoles = async () => {
     const app = await testApp(sql);
     try {
       const holey = await teamWithUsers(sql, 300);
       for (const user of holey.users.slice(0, 3)) {
         assert.equal((await app.inject({ method: 'DELETE', url: `/v2/user/${user.user_id}`, headers: { 'x-vital-api-key': holey.key } })).statusCode, 200);
       }
-      // Function calls of this transaction, counted when track_functions covers PL/pgSQL (a superuser setting: the suite's user is one).
-      const calls = await sql.begin(async (tx) => {
-        await tx`SET LOCAL track_functions = 'pl'`;
-        const page = await findUserPage(tx as unknown as Sql, holey.teamId, 50, 100);
-        assert.equal(JSON.parse(page!.body.toString()).users.length, 100);
-        const [row] = await tx<{ calls: string }[]>`SELECT pg_stat_get_xact_function_calls('list_page_start'::regproc) AS calls`;
-        return Number(row!.calls);
-      });
-      assert.equal(calls, 1);
+      return holey;
     } finally {
       await app.close();
+    }
+  };
+
+  it('finds where a page of a team with holes starts once per page, not once per row', async () => {
+    const holey = await teamWithHoles();
+    // Function calls of this transaction, counted when track_functions covers PL/pgSQL (a superuser setting: the suite's user is one).
+    const calls = await sql.begin(async (tx) => {
+      await tx`SET LOCAL track_functions = 'pl'`;
+      const page = await findUserPage(tx as unknown as Sql, holey.teamId, 50, 100);
+      assert.equal(JSON.parse(page!.body.toString()).users.length, 100);
+      const [row] = await tx<{ calls: string }[]>`SELECT pg_stat_get_xact_function_calls('list_page_start'::regproc) AS calls`;
+      return Number(row!.calls);
+    });
+    assert.equal(calls, 1);
+  });
+
+  it('reads each table of the holes by its key, never every page of it, however small the table', async () => {
+    const holey = await teamWithHoles();
+    // Statistics that show the tables as the few pages they are (a table never analyzed is taken for ten pages at least),
+    // then this transaction's own scans of each.
+    await sql`ANALYZE list_hole_teams, list_hole_blocks, list_holes`;
+    const scans = await sql.begin(async (tx) => {
+      for (const offset of [0, 120, 250]) await findUserPage(tx as unknown as Sql, holey.teamId, offset, 10);
+      return tx<{ relname: string; seq_scan: string; idx_scan: string }[]>`
+        SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables
+        WHERE relname IN ('list_hole_teams', 'list_hole_blocks', 'list_holes') ORDER BY relname`;
+    });
+    assert.deepEqual(scans.map((s) => s.relname), ['list_hole_blocks', 'list_hole_teams', 'list_holes']);
+    for (const s of scans) {
+      assert.ok(Number(s.seq_scan) === 0 && Number(s.idx_scan) >= 3, `${s.relname}: ${s.seq_scan} scans of every page, ${s.idx_scan} by key`);
     }
   });
 
