@@ -9,7 +9,9 @@
  *
  * The statement is not copied here: it is captured from the built service
  * (dist/users/queries.js) through the driver's debug hook, so the anchor
- * follows every change to the query. It runs with pgbench (-M prepared: one
+ * follows every change to the query. It is the statement as the service
+ * sends it without a copy of the team's holes (src/users/hole-copies.ts):
+ * after deletions its start is list_page_start's. It runs with pgbench (-M prepared: one
  * parse per connection, as the driver's prepared statements do) when pgbench
  * is on the PATH, else in a loop on the postgres driver with as many
  * connections.
@@ -44,8 +46,8 @@ export interface LookupAnchor {
   idsFile: string;
 }
 
-/** What each parameter of the page statement takes (the offset may be sent several times). */
-type Param = 'team' | 'offset' | 'limit';
+/** What each parameter of the page statement takes (the offset may be sent several times; 'none' is a null, the absent copy's start). */
+type Param = 'team' | 'offset' | 'limit' | 'none';
 
 /** The statement's text and, for each of its $n, which of the page's values it takes. */
 interface PageStatement {
@@ -84,7 +86,7 @@ async function capturePageStatement(root: string, url: string, teamId: string): 
   if (page.length !== 1) throw new Error(`findUserPage sent ${page.length} statements with the team id; the anchor expects exactly one`);
   const byValue = new Map<string, Param>([[teamId, 'team'], [String(SAMPLE_OFFSET), 'offset'], [String(SAMPLE_LIMIT), 'limit']]);
   const params = page[0]!.params.map((value) => {
-    const param = byValue.get(String(value));
+    const param = value === null ? 'none' : byValue.get(String(value));
     if (!param) throw new Error(`findUserPage's statement takes a parameter (${String(value)}) that is not the team id, the offset or the limit; update bench/anchor.ts`);
     return param;
   });
@@ -92,7 +94,7 @@ async function capturePageStatement(root: string, url: string, teamId: string): 
 }
 
 const valuesOf = (statement: PageStatement, teamId: string, offset: number, limit: number) =>
-  statement.params.map((p) => (p === 'team' ? teamId : p === 'offset' ? offset : limit));
+  statement.params.map((p) => (p === 'team' ? teamId : p === 'offset' ? offset : p === 'limit' ? limit : null));
 
 const offsetOf = (page: PageAnchor) => (typeof page.offset === 'number' ? page.offset : Math.floor(Math.random() * (page.offset.max + 1)));
 
@@ -116,7 +118,7 @@ export function resultOf(times: Histogram, requests: number, durationS: number, 
 function pgbenchScript(statement: PageStatement, page: PageAnchor): string {
   const offset = typeof page.offset === 'number' ? `\\set offset ${page.offset}` : `\\set offset random(0, ${page.offset.max})`;
   const param = (n: string) => statement.params[Number(n) - 1];
-  return `${offset}\n${statement.text.replace(/\$(\d+)/g, (_, n: string) => `:${param(n)!}`)};\n`;
+  return `${offset}\n${statement.text.replace(/\$(\d+)/g, (_, n: string) => (param(n) === 'none' ? 'NULL' : `:${param(n)!}`))};\n`;
 }
 
 const numberAfter = (stdout: string, label: RegExp) => Number(label.exec(stdout)?.[1] ?? NaN);

@@ -102,7 +102,7 @@ export async function buildApp(deps: AppDeps): Promise<App> {
   registerErrorHandling(app);
   registerResponseHeaders(app);
   const writeLine = registerRequestLog(app);
-  registerMetrics(app, { sql: deps.sql, keys: verifier, pages: reads.pageStats, poolMax: config.dbPoolMax, freezeGuard: deps.freezeGuard });
+  registerMetrics(app, { sql: deps.sql, keys: verifier, pages: reads.pageStats, holeStarts: reads.holeStartStats, poolMax: config.dbPoolMax, freezeGuard: deps.freezeGuard });
   // Root-level onRequest hooks, so they run before the users scope's authentication hook.
   registerShutdownGuard(app);
   await registerCors(app, config.corsOrigins);

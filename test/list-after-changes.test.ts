@@ -145,4 +145,10 @@ describe('paging while users change and leave', () => {
     while (scheduled.size > 0) await undoOne();
     await assertPagesExact('every deletion undone after the renumbering');
   });
+
+  it('most of those pages started from copies of the holes (src/users/hole-copies.ts)', async () => {
+    const text = await app.metrics.render();
+    const starts = (source: string) => Number(new RegExp(`^hds_list_hole_starts_total\\{source="${source}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    assert.ok(starts('copy') > starts('database'), `from a copy ${starts('copy')}, from list_page_start ${starts('database')}`);
+  });
 });

@@ -27,6 +27,8 @@ export interface MetricsDeps {
   keys: { accepted: number; rejected: number; lookups: number };
   /** List pages answered from memory and from the database (src/users/reads.ts). */
   pages: { hits: number; misses: number };
+  /** Pages of teams with holes read from the database, by where their start came from (src/users/hole-copies.ts). */
+  holeStarts: { copied: number; computed: number };
   poolMax: number;
   /** The primary's freeze guard (src/db/freeze-guard.ts), where the process runs one (the server does). */
   freezeGuard?: { stats(): FreezeStats } | undefined;
@@ -59,6 +61,9 @@ export function registerMetrics(app: FastifyInstance, deps: MetricsDeps): AppMet
   }));
   mirrorCounter(registry, 'hds_list_pages_total', 'List pages answered, by where the page came from', 'source', () => ({
     memory: deps.pages.hits, database: deps.pages.misses,
+  }));
+  mirrorCounter(registry, 'hds_list_hole_starts_total', 'List pages of teams with holes read from the database, by where their start came from', 'source', () => ({
+    copy: deps.holeStarts.copied, database: deps.holeStarts.computed,
   }));
   registerPoolGauges(registry, deps.sql, deps.poolMax);
   if (deps.freezeGuard) registerFreezeGuard(registry, deps.freezeGuard);

@@ -1,8 +1,9 @@
 import type { ReadRouter } from '../db/read-router.js';
 import { AnswerBuffers } from '../http/fast-path/answer-buffers.js';
 import { findTeamVersionBatched, findUserDocBatched } from './batched-lookups.js';
+import { HoleCopies } from './hole-copies.js';
 import { PageCache } from './page-cache.js';
-import { findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
+import { findHoleLives, findUserDocByClientUserId, findUserPage, isScheduledForDeletion, searchUserDocs, type UserDoc, type UserPage } from './queries.js';
 import { currentWeek, teamMetrics, type TeamMetrics, type TeamMetricsRead } from './team-metrics.js';
 import { setNewest } from '../bounded-map.js';
 import { isUuid } from '../user-document/rules.js';
@@ -11,6 +12,8 @@ import { isUuid } from '../user-document/rules.js';
 const PAGE_BUFFERS_KEPT = 16 * 1024 * 1024;
 /** Teams whose metrics are kept (about 1 KB each); past it the least recently read is dropped. */
 const METRICS_KEPT = 10_000;
+/** Holes kept in copies (8 bytes each, so 8 MB): a tenth of a team of ten million deleted. */
+const HOLES_KEPT = 1_000_000;
 
 /**
  * Every read of the user resource: "page P of team T", "user U of team T",
@@ -21,6 +24,7 @@ const METRICS_KEPT = 10_000;
  */
 export class UserReads {
   private readonly pages: PageCache;
+  private readonly holes = new HoleCopies(HOLES_KEPT);
   /** The last metrics read of each team, by most recent read last. */
   private readonly metricsByTeam = new Map<string, TeamMetricsRead>();
   /** The buffers pages read from PostgreSQL are written in; the route gives each back once its answer is sent. */
@@ -48,8 +52,12 @@ export class UserReads {
         return known;
       }
     }
-    const page = await this.router.read((sql) => findUserPage(sql, teamId, offset, limit, this.pageBuffers));
-    if (page) this.pages.store(teamId, offset, limit, page);
+    const start = this.holes.startOf(teamId, offset);
+    const page = await this.router.read((sql) => findUserPage(sql, teamId, offset, limit, this.pageBuffers, start));
+    if (page) {
+      this.pages.store(teamId, offset, limit, page);
+      this.holes.seen(teamId, page.holes, start, () => this.router.read((sql) => findHoleLives(sql, teamId)));
+    }
     return page;
   }
 
@@ -111,5 +119,10 @@ export class UserReads {
   /** Pages answered from memory and from the database: live counters, read by the metrics at scrape time. */
   get pageStats(): { readonly hits: number; readonly misses: number } {
     return this.pages;
+  }
+
+  /** Pages read from the database for teams with holes, by where their start came from: live counters, as pageStats. */
+  get holeStartStats(): { readonly copied: number; readonly computed: number } {
+    return this.holes;
   }
 }

@@ -12,7 +12,9 @@ import type { Queryable, Sql, Tx } from '../db/client.js';
  *   (`list_holes`), and the live users before each bucket of a block
  *   (`list_hole_blocks`) and before each block of the team
  *   (`list_hole_teams`), from which a page finds where it starts
- *   (src/users/README.md).
+ *   (src/users/README.md), and `teams.holes_version`, raised by every
+ *   statement that writes those three tables, which copies of the holes
+ *   in memory are checked against.
  *
  * Every write to a team's users says here what it changed, in its own
  * transaction; nothing else writes these (the `teams` row itself is created
@@ -143,6 +145,7 @@ export function teamChange(sql: Queryable, teamId: string, change: UsersChanged)
     team_row AS (
       UPDATE teams t SET
         version = t.version + 1,
+        holes_version = t.holes_version + (d.left_at IS NOT NULL OR d.returned_at IS NOT NULL)::int,
         user_count = t.user_count + d.appended - (d.left_at IS NOT NULL)::int + (d.returned_at IS NOT NULL)::int,
         next_position = t.next_position + d.appended,
         connected_sources = t.connected_sources - d.unlinked + d.linked
@@ -260,8 +263,14 @@ export async function renumberTeam(tx: Tx, teamId: string): Promise<void> {
   await recountTeamState(tx, [teamId]);
 }
 
-/** The teams' holes, at every level, gone: before a recount or a bulk load (src/teams/team-store.ts, below this module, clears a deleted team's own). */
-export async function forgetHoles(tx: Tx, teamIds: string[]): Promise<void> {
+/**
+ * The teams' holes, at every level, gone, and their holes' version raised
+ * (a copy of the old holes must not be taken for the new): before a recount
+ * or a bulk load (src/teams/team-store.ts, below this module, clears a
+ * deleted team's own).
+ */
+async function forgetHoles(tx: Tx, teamIds: string[]): Promise<void> {
+  await tx`UPDATE teams SET holes_version = holes_version + 1 WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`DELETE FROM list_holes WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`DELETE FROM list_hole_blocks WHERE team_id = ANY(${teamIds}::uuid[])`;
   await tx`DELETE FROM list_hole_teams WHERE team_id = ANY(${teamIds}::uuid[])`;
