@@ -124,6 +124,12 @@ export async function teamWithUsers(sql: Sql, count: number): Promise<TeamWithUs
   return { ...team, users };
 }
 
+/** The value of `metric{source="…"}` in the app's /metrics text (0 when absent). */
+export async function metricBySource(app: App, metric: string, source: string): Promise<number> {
+  const text = await app.metrics.render();
+  return Number(new RegExp(`^${metric}\\{source="${source}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+}
+
 /** A request to `app` as the team whose key is `key`, with a JSON body when one is given. */
 export function callAs(app: App, key: string, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) {
   return app.inject({ method, url, headers: { 'x-service-api-key': key }, ...(payload ? { payload } : {}) });

@@ -12,11 +12,20 @@ import type { Sql } from '../src/db/client.js';
 import { importUsers } from '../src/import/import.js';
 import { purgeDeletedUsers } from '../src/users/deletion.js';
 import { HoleCopies } from '../src/users/hole-copies.js';
-import { findHoleLives, findUserPage } from '../src/users/queries.js';
+import { findHoleLives, findUserPage, type HoleLives } from '../src/users/queries.js';
 import { compactSparseTeams, recountTeamState } from '../src/writes/team-state.js';
-import { appWithTwoTeams, callAs, generateUsers, lines, teamWithKey, type TeamWithUsers } from './helpers.js';
+import { appWithTwoTeams, callAs, generateUsers, lines, metricBySource, teamWithKey, type TeamWithUsers } from './helpers.js';
 
 interface Listed { user_id: string; created_on: string }
+
+/** Pages of the team that started without a copy, told to `copies` until it asks for one, which gets `copy`; whether it asked. */
+async function loadInto(copies: HoleCopies, teamId: string, copy: HoleLives): Promise<boolean> {
+  let load: Promise<unknown> | undefined;
+  const holes = { version: copy.holesVersion, count: copy.lives.length };
+  for (let i = 0; i <= copy.lives.length && !load; i++) copies.seen(teamId, holes, undefined, () => (load = Promise.resolve(copy)));
+  await load;
+  return load !== undefined;
+}
 
 describe('copies of the holes', () => {
   let sql: Sql;
@@ -42,19 +51,12 @@ describe('copies of the holes', () => {
   /** The team's live users in list order, from the users themselves. */
   const liveIds = async (teamId: string) =>
     (await sql<{ user_id: string }[]>`SELECT user_id::text FROM users WHERE team_id = ${teamId} ORDER BY created_on, user_id`).map((u) => u.user_id);
-  /** The copy a HoleCopies keeps for the team, loaded at once. */
+  /** A HoleCopies holding the team's copy as PostgreSQL has it now. */
   const copyOf = async (teamId: string) => {
     const copies = new HoleCopies(1_000_000);
     const read = await findHoleLives(sql, teamId);
     assert.ok(read);
-    const [team] = await sql<{ holes: number }[]>`SELECT (next_position - 1 - user_count)::int AS holes FROM teams WHERE team_id = ${teamId}`;
-    let loaded!: Promise<unknown>;
-    for (let i = 0; i <= team!.holes; i++) {
-      copies.seen(teamId, { version: read.holesVersion, count: team!.holes }, undefined, () => (loaded = Promise.resolve(read)));
-      if (copies.startOf(teamId, 0)) break;
-      if (loaded) await loaded;
-    }
-    assert.ok(copies.startOf(teamId, 0), 'the copy was loaded');
+    assert.ok(await loadInto(copies, teamId, read) && copies.startOf(teamId, 0), 'the copy was loaded');
     return copies;
   };
 
@@ -119,13 +121,7 @@ describe('copies of the holes', () => {
 
   it('keeps at most its bound of holes, the least recently used team dropped first', async () => {
     const copies = new HoleCopies(10);
-    const loadFor = async (teamId: string, holes: number) => {
-      let load: Promise<unknown> | undefined;
-      const copy = { holesVersion: '1', lives: new Float64Array(holes) };
-      for (let i = 0; i < 100 && !load; i++) copies.seen(teamId, { version: '1', count: holes }, undefined, () => (load = Promise.resolve(copy)));
-      await load;
-      return load !== undefined;
-    };
+    const loadFor = (teamId: string, holes: number) => loadInto(copies, teamId, { holesVersion: '1', lives: new Float64Array(holes) });
     assert.ok(await loadFor('a', 6));
     assert.ok(await loadFor('b', 4));
     assert.ok(copies.startOf('a', 0) && copies.startOf('b', 0), 'both within the bound');
@@ -137,7 +133,7 @@ describe('copies of the holes', () => {
 
   it('the service loads a copy and pages from it, exact at every offset', async () => {
     const live = await liveIds(team.teamId);
-    const fromCopy = async () => Number(/^hds_list_hole_starts_total\{source="copy"\} (\d+)$/m.exec(await app.metrics.render())?.[1] ?? 0);
+    const fromCopy = () => metricBySource(app, 'hds_list_hole_starts_total', 'copy');
     const before = await fromCopy();
     // Random offsets and limits, each a new page (no page cache hit), until the copy served some.
     for (let round = 0; round < 200 && (await fromCopy()) < before + 20; round++) {

@@ -6,13 +6,11 @@ import type { Sql } from '../src/db/client.js';
 import { importUsers } from '../src/import/import.js';
 import { PageCache } from '../src/users/page-cache.js';
 import type { UserPage } from '../src/users/queries.js';
-import { generateUsers, lines, loggedApp, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
+import { generateUsers, lines, loggedApp, metricBySource, teamWithUsers, testApp, testSql, type TeamWithUsers } from './helpers.js';
 
 /** `source="memory"` and `source="database"` of hds_list_pages_total. */
 async function pageSources(app: App): Promise<{ memory: number; database: number }> {
-  const text = await app.metrics.render();
-  const read = (source: string) => Number(new RegExp(`^hds_list_pages_total\\{source="${source}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
-  return { memory: read('memory'), database: read('database') };
+  return { memory: await metricBySource(app, 'hds_list_pages_total', 'memory'), database: await metricBySource(app, 'hds_list_pages_total', 'database') };
 }
 
 describe('list pages served from memory', () => {

@@ -1,11 +1,5 @@
 import { setNewest } from '../bounded-map.js';
-import type { KnownStart, TeamHoles } from './queries.js';
-
-/** One team's copy: for its i-th hole (1-based, list order), how many live users lie before it (ascending). */
-interface HoleCopy {
-  holesVersion: string;
-  lives: Float64Array;
-}
+import type { HoleLives, KnownStart, TeamHoles } from './queries.js';
 
 /** The team's pages that started without a copy since it was last loaded or found stale. */
 interface Misses {
@@ -34,7 +28,7 @@ const TEAMS_COUNTED = 10_000;
  * are kept, the least recently used team dropped first.
  */
 export class HoleCopies {
-  private readonly copies = new Map<string, HoleCopy>();
+  private readonly copies = new Map<string, HoleLives>();
   private readonly misses = new Map<string, Misses>();
   private kept = 0;
   /** Pages of teams with holes whose start came from a copy, and from list_page_start: live counters for /metrics. */
@@ -62,7 +56,7 @@ export class HoleCopies {
    * of the team's pages started without a copy, `load` reads one (one load
    * at a time per team, never awaited by the page).
    */
-  seen(teamId: string, holes: TeamHoles | undefined, used: KnownStart | undefined, load: () => Promise<HoleCopy | undefined>): void {
+  seen(teamId: string, holes: TeamHoles | undefined, used: KnownStart | undefined, load: () => Promise<HoleLives | undefined>): void {
     if (!holes) {
       this.drop(teamId);
       this.misses.delete(teamId);
@@ -91,7 +85,7 @@ export class HoleCopies {
     });
   }
 
-  private keep(teamId: string, copy: HoleCopy): void {
+  private keep(teamId: string, copy: HoleLives): void {
     this.drop(teamId);
     if (copy.lives.length > this.maxHoles) return;
     for (const [oldest, old] of this.copies) {

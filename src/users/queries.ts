@@ -43,6 +43,12 @@ export interface TeamHoles {
   count: number;
 }
 
+/** A copy of a team's holes: for the i-th hole in list order (1-based) at position p, p - i (the live users before it), ascending, at `holesVersion`. */
+export interface HoleLives {
+  holesVersion: string;
+  lives: Float64Array;
+}
+
 /** A start worked out from a copy of the team's holes (src/users/hole-copies.ts), valid only at that version of them. */
 export interface KnownStart {
   holesVersion: string;
@@ -131,7 +137,7 @@ export async function findUserPage(sql: Sql, teamId: string, offset: number, lim
  * in SQL (unnest and a window) cost ten times as much. Undefined: the team
  * does not exist.
  */
-export async function findHoleLives(sql: Sql, teamId: string): Promise<{ holesVersion: string; lives: Float64Array } | undefined> {
+export async function findHoleLives(sql: Sql, teamId: string): Promise<HoleLives | undefined> {
   const [row] = await sql`
     SELECT t.holes_version, t.next_position - 1 - t.user_count,
       (SELECT string_agg(((l.bucket - 1)::bigint * list_bucket_size() + 1)::text || ':' || array_to_string(l.holes, ','), ';' ORDER BY l.bucket)
