@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import type { Sql } from './client.js';
+import { checkDriverQueue } from './driver-queue.js';
 import { isConnectionClosed } from './errors.js';
 
 /**
@@ -31,10 +32,12 @@ export const VERIFIED_DRIVER_VERSION = '3.4.9';
 
 /**
  * Throws, saying why, unless `pool` makes queries with the internals the
- * gate relies on. A query made and never awaited is never sent: this costs
- * nothing and runs nothing.
+ * gate relies on, and the driver has this project's fix of its queues
+ * (./driver-queue.ts). A query made and never awaited is never sent: this
+ * costs nothing and runs nothing.
  */
 export function checkDriverInternals(pool: Sql): void {
+  checkDriverQueue();
   const query = pool`SELECT 1` as unknown as Partial<Record<keyof DriverQuery, unknown>>;
   const missing: string[] = (['handler', 'resolve', 'reject'] as const).filter((name) => typeof query[name] !== 'function');
   if (typeof (pool as { begin?: unknown }).begin !== 'function') missing.push('begin');
