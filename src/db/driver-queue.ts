@@ -32,9 +32,10 @@ function isDriverPackage(dir: string): boolean {
 }
 
 const checked = new Set<string>();
+let installed: string | undefined;
 
-/** Throws, naming the fix, unless the driver in `root` has it; reads its files once per process. */
-export function checkDriverQueue(root: string = driverRoot()): void {
+/** Throws, naming the fix, unless the driver in `root` (the one imported here) has it; reads its files once per process. */
+export function checkDriverQueue(root: string = (installed ??= driverRoot())): void {
   if (checked.has(root)) return;
   const unfixed = DRIVER_QUEUE_FILES.filter((name) => !fs.readFileSync(path.join(root, name), 'utf8').includes(DRIVER_QUEUE_MARK));
   if (unfixed.length > 0) {
