@@ -7,13 +7,12 @@
  * installed driver meanwhile.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { checkDriverQueue, DRIVER_QUEUE_FILES, DRIVER_QUEUE_MARK, driverRoot } from '../src/db/driver-queue.js';
 import { VERIFIED_DRIVER_VERSION } from '../src/db/transaction-gate.js';
@@ -47,14 +46,16 @@ function queueTexts(root: string): string[] {
   return tool.QUEUE_FILES.map((name) => fs.readFileSync(path.join(root, name), 'utf8'));
 }
 
-/** A copy of the installed driver whose queues are as published (the fix taken back out). */
+/**
+ * A copy of what the tool and the check read of the installed driver (its
+ * package.json and queue files), the queues as published (the fix taken back out).
+ */
 function publishedCopy(dir: string): string {
   const root = path.join(dir, 'postgres');
-  fs.cpSync(driverRoot(), root, { recursive: true });
-  for (const name of tool.QUEUE_FILES) {
-    const file = path.join(root, name);
-    const text = tool.FIXES.reduce((t, [published, fixed]) => t.replace(fixed, published), fs.readFileSync(file, 'utf8'));
-    fs.writeFileSync(file, text);
+  for (const name of ['package.json', ...tool.QUEUE_FILES]) {
+    const text = fs.readFileSync(path.join(driverRoot(), name), 'utf8');
+    fs.mkdirSync(path.dirname(path.join(root, name)), { recursive: true });
+    fs.writeFileSync(path.join(root, name), tool.FIXES.reduce((t, [published, fixed]) => t.replace(fixed, published), text));
   }
   return root;
 }
@@ -158,7 +159,7 @@ describe('postgres.js connection queues (tools/patch-driver.mjs)', () => {
     assert.doesNotThrow(() => checkDriverQueue(copy));
   });
 
-  it('the tool refuses another version, and a queue it does not know, writing nothing', async () => {
+  it('the tool refuses another version, and a queue it does not know, writing nothing', () => {
     const other = publishedCopy(path.join(dir, 'other-version'));
     const pkg = path.join(other, 'package.json');
     fs.writeFileSync(pkg, JSON.stringify({ ...JSON.parse(fs.readFileSync(pkg, 'utf8')), version: '3.4.10' }));
@@ -175,8 +176,8 @@ describe('postgres.js connection queues (tools/patch-driver.mjs)', () => {
     assert.deepEqual(queueTexts(changed), unknown);
 
     // As npm runs it: exit code 1 and the reason on stderr.
-    const run = await promisify(execFile)(process.execPath, [TOOL, changed]).then(() => undefined, (err: { code: number; stderr: string }) => err);
-    assert.equal(run?.code, 1);
+    const run = spawnSync(process.execPath, [TOOL, changed], { encoding: 'utf8' });
+    assert.equal(run.status, 1);
     assert.match(run.stderr, /^patch-driver: .*is not the queue\.js/);
   });
 });

@@ -3,21 +3,12 @@
 //
 //   node tools/patch-driver.mjs [package folder]     (default: the `postgres` this project resolves)
 //
-// Why (docs/decisions/driver-queue.md): the driver's Queue.shift() leaves an empty slot at the head
-// and drops them only when it takes the last element, while remove() searches from slot 0. When
-// every connection of a pool is busy, each query sent adds a slot to the busy queue that is never
-// dropped while two or more connections stay busy, and every later query scans them all: after a
-// burst of writes, a long-lived process served every page slower until it restarted.
-//
-// The fix, in src/queue.js (ESM) and cjs/src/queue.js (CommonJS): remove() searches from the head
-// (`xs.indexOf(x, index)`), and shift() drops the empty slots once there are at least 1,024 of them
-// and they are half the array. Nothing else changes.
-//
-// It refuses, writing nothing, any version but 3.4.9 and any queue.js that is neither the one
-// published nor already fixed: every file is checked before any is written, and each is written
-// to a temporary file renamed over it, so that a process loading the driver meanwhile reads either
-// text whole. Running it again changes nothing. src/db/driver-queue.ts refuses to start the service
-// and the CLI on a driver without the fix. Plain JavaScript: it runs at install, before any build.
+// Why, and what it changes: docs/decisions/driver-queue.md. remove() searches from the queue's head
+// and shift() drops the empty slots at the head once they are many, in src/queue.js (ESM) and
+// cjs/src/queue.js (CommonJS). It refuses, writing nothing, any version but 3.4.9 and any text but
+// the published or the fixed one; each file is renamed into place whole, so a process loading the
+// driver meanwhile reads one text or the other. src/db/driver-queue.ts refuses to start without the
+// fix. Plain JavaScript: it runs at install, before any build.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -90,16 +81,16 @@ export function patchDriver(root) {
   if (version !== DRIVER_VERSION) {
     throw new Error(`postgres ${version} in ${root}: this fix is for ${DRIVER_VERSION} only; check whether ${version} still needs it and update tools/patch-driver.mjs and src/db/driver-queue.ts`);
   }
-  const files = QUEUE_FILES.map((name) => {
+  // Every file is checked before any is written.
+  const changed = QUEUE_FILES.flatMap((name) => {
     const file = path.join(root, name);
     const text = fs.readFileSync(file, 'utf8');
-    if (text.includes(MARK)) return { file, text: undefined };
+    if (text.includes(MARK)) return [];
     if (FIXES.some(([published]) => text.split(published).length !== 2)) {
       throw new Error(`${file} is not the queue.js of postgres ${DRIVER_VERSION} that this fix was written for; nothing was changed`);
     }
-    return { file, text: FIXES.reduce((fixed, [published, fix]) => fixed.replace(published, fix), text) };
+    return [{ file, text: FIXES.reduce((fixed, [published, fix]) => fixed.replace(published, fix), text) }];
   });
-  const changed = files.filter((f) => f.text !== undefined);
   for (const { file, text } of changed) {
     const tmp = `${file}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, text);
